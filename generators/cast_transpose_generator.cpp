@@ -1,0 +1,278 @@
+// Fused fp8 cast + transpose:
+//   rows = clamp(x * scale, -FMAX, FMAX).to(fp8)   row-major [M, K]
+//   cols = the same values column-major            (f.t().contiguous().t())
+//   amax = max |x| (NaN if any x is NaN), scale_inv = 1 / scale
+// x is [M, K] with a leading dimension; K is the contiguous dimension, called x here,
+// M is called y. The fp8 format is a runtime parameter (0 = e4m3fn, 1 = e5m2).
+#include "Halide.h"
+#include "numerics.h"
+
+namespace {
+
+using namespace Halide;
+using schedx::ElemType;
+
+enum class Outputs { both, rows, cols, none };
+
+class CastTransposeFp8 : public Generator<CastTransposeFp8> {
+public:
+    GeneratorParam<ElemType> in_type{"in_type", ElemType::bf16, schedx::elem_type_names()};
+    GeneratorParam<Outputs> outputs{"outputs", Outputs::both,
+                                    {{"both", Outputs::both}, {"rows", Outputs::rows}, {"cols", Outputs::cols}, {"none", Outputs::none}}};
+    GeneratorParam<bool> with_amax{"with_amax", false};
+    // cpu | cuda_general | cuda_tiled (word I/O, whole tiles) | auto (autoscheduler)
+    GeneratorParam<std::string> sched{"schedule", "cpu"};
+    GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile edge in elements
+    GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
+    GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
+    GeneratorParam<int> pad_words{"pad_words", 0};   // cuda_tiled: shared-memory row padding
+
+    Input<Buffer<float, 0>> scale{"scale"};
+    Input<int> fp8_format{"fp8_format"};
+
+    void configure() {
+        word_io = sched.value() == "cuda_tiled";
+        Type t = in_type == ElemType::fp32 ? Float(32) : (word_io ? UInt(32) : UInt(16));
+        input = add_input<Buffer<>>("input", t, 2);
+        const Type out_t = word_io ? UInt(32) : UInt(8);
+        if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
+        if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
+        if (with_amax) {
+            amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
+            scale_inv = add_output<Buffer<float, 0>>("scale_inv");
+        }
+    }
+
+    void generate() {
+        // THE ALGORITHM
+        const int ebits = schedx::elem_bits(in_type);
+        const int elems_per_word = word_io ? 32 / ebits : 1;
+
+        if (in_type == ElemType::fp32) {
+            xbits(x, y) = reinterpret<uint32_t>((*input)(x, y));
+        } else if (elems_per_word == 2) {
+            xbits(x, y) = ((*input)(x / 2, y) >> (cast<uint32_t>(x % 2) * 16)) & schedx::u32(0xFFFF);
+        } else {
+            xbits(x, y) = cast<uint32_t>((*input)(x, y));
+        }
+        Expr value = schedx::decode_to_float(xbits(x, y), in_type);
+        f8(x, y) = schedx::encode_fp8(value * scale(), fp8_format != 0);
+
+        if (word_io) {
+            // Four fp8 codes per 32-bit word, lowest address in the low byte.
+            f8_words(x, y) = cast<uint32_t>(f8(4 * x, y)) | (cast<uint32_t>(f8(4 * x + 1, y)) << 8) |
+                             (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
+            if (rows) (*rows)(x, y) = f8_words(x, y);
+            // cols is [K][M/4 words]: word (y, x) packs rows 4y..4y+3 of column x.
+            if (cols) {
+                Expr w = 0;
+                for (int j = 0; j < 4; j++) {
+                    Expr byte = (f8_words(x / 4, 4 * y + j) >> (cast<uint32_t>(x % 4) * 8)) & schedx::u32(0xFF);
+                    w = j == 0 ? byte : (w | (byte << (8 * j)));
+                }
+                (*cols)(y, x) = w;
+            }
+        } else {
+            if (rows) (*rows)(x, y) = f8(x, y);
+            if (cols) (*cols)(y, x) = f8(x, y);
+        }
+
+        if (with_amax) {
+            // Non-negative floats order like their bits and NaN bits exceed inf's, so an
+            // integer max of |x|'s bits is max |x| with NaN propagated.
+            Func abs_bits("abs_bits");
+            abs_bits(x, y) = reinterpret<uint32_t>(decode_to_float_at(x, y)) & schedx::u32(0x7FFFFFFF);
+            RDom r(0, extent_x(), 0, extent_y(), "r");
+            (*amax)() = schedx::u32(0);
+            (*amax)() = max((*amax)(), abs_bits(r.x, r.y));
+            (*scale_inv)() = 1.0f / scale();
+            amax_reduce = r;
+            amax_input = abs_bits;
+        }
+
+        // ESTIMATES
+        const int wide = word_io ? 4 : 1;
+        input->set_estimates({{0, 8192 / elems_per_word}, {0, 8192}});
+        fp8_format.set_estimate(0);
+        if (rows) rows->set_estimates({{0, 8192 / wide}, {0, 8192}});
+        if (cols) cols->set_estimates({{0, 8192 / wide}, {0, 8192}});
+
+        // THE SCHEDULE
+        if (using_autoscheduler()) return;
+        if (sched.value() == "cpu") {
+            schedule_cpu();
+        } else if (sched.value() == "cuda_general") {
+            schedule_cuda_general();
+        } else if (sched.value() == "cuda_tiled") {
+            schedule_cuda_tiled();
+        } else {
+            throw std::invalid_argument("unknown schedule " + sched.value());
+        }
+    }
+
+private:
+    Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
+    bool word_io = false;
+    Input<Buffer<>> *input = nullptr;
+    Output<Buffer<>> *rows = nullptr, *cols = nullptr;
+    Output<Buffer<uint32_t, 0>> *amax = nullptr;
+    Output<Buffer<float, 0>> *scale_inv = nullptr;
+    Func xbits{"xbits"};  // element bits in a uint32
+    Func f8{"f8"}, f8_words{"f8_words"};
+    RDom amax_reduce;
+    Func amax_input;
+
+    Expr extent_x() { return input->dim(0).extent() * (word_io ? 32 / schedx::elem_bits(in_type) : 1); }
+    Expr extent_y() { return input->dim(1).extent(); }
+    Expr decode_to_float_at(Expr ex, Expr ey) {
+        Expr bits;
+        if (in_type == ElemType::fp32) {
+            bits = reinterpret<uint32_t>((*input)(ex, ey));
+        } else if (word_io) {
+            bits = ((*input)(ex / 2, ey) >> (cast<uint32_t>(ex % 2) * 16)) & schedx::u32(0xFFFF);
+        } else {
+            bits = cast<uint32_t>((*input)(ex, ey));
+        }
+        return schedx::decode_to_float(bits, in_type);
+    }
+
+    // CPU: 1.6 GB/s per core class machine; each output is produced tile by tile from an
+    // fp8 tile kept in cache, so the transposed writes stay within 32x32 blocks.
+    void schedule_cpu() {
+        const int vec = natural_vector_size<uint8_t>();
+        if (rows) {
+            rows->split(y, yo, yi, 8, TailStrategy::GuardWithIf)
+                .parallel(yo)
+                .vectorize(x, vec, TailStrategy::GuardWithIf);
+        }
+        if (cols) {
+            cols->tile(y, x, yo, xo, yi, xi, 32, 32, TailStrategy::GuardWithIf)
+                .fuse(yo, xo, yt)
+                .parallel(yt)
+                .vectorize(yi, 16, TailStrategy::GuardWithIf);
+            Func tile_f8 = f8.in(*cols);
+            tile_f8.compute_at(*cols, yt).vectorize(x, 8, TailStrategy::GuardWithIf);
+        }
+        if (with_amax) {
+            RVar ryo("ryo"), ryi("ryi");
+            Var u("u");
+            Func partial = amax->update().split(amax_reduce.y, ryo, ryi, 16, TailStrategy::GuardWithIf).rfactor(ryo, u);
+            partial.compute_root().update().parallel(u);
+        }
+    }
+
+    // General CUDA path for any shape, leading dimension and alignment: element I/O, each
+    // output its own kernel; the transposed output reads a 32x32 fp8 tile from shared memory.
+    void schedule_cuda_general() {
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf)
+                .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                .reorder(xi, xt, yi, xo, yo)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yi);
+        }
+        if (cols) {
+            Func tile_f8 = f8.in(*cols);
+            cols->tile(y, x, yo, xo, yi, xi, 32, 32, TailStrategy::GuardWithIf)
+                .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                .reorder(xi, yi, xt, yo, xo)
+                .unroll(xi)
+                .gpu_blocks(yo, xo)
+                .gpu_threads(yi, xt);
+            tile_f8.compute_at(*cols, yo)
+                .store_in(MemoryType::GPUShared)
+                .split(y, yt, y, 4, TailStrategy::GuardWithIf)
+                .reorder(y, x, yt)
+                .unroll(y)
+                .gpu_threads(x, yt);
+        }
+        if (with_amax) schedule_amax_gpu();
+    }
+
+    // amax as its own atomic-max kernel over the input (the fused form is an open lever).
+    void schedule_amax_gpu() {
+        RVar rxo("rxo"), rxi("rxi"), ryo("ryo"), ryi("ryi");
+        amax->update()
+            .atomic()
+            .split(amax_reduce.x, rxo, rxi, 256, TailStrategy::GuardWithIf)
+            .split(amax_reduce.y, ryo, ryi, 32, TailStrategy::GuardWithIf)
+            .reorder(rxi, ryi, rxo, ryo)
+            .gpu_blocks(rxo, ryo)
+            .gpu_threads(rxi);
+        amax->gpu_single_thread();
+        scale_inv->gpu_single_thread();
+    }
+
+    // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
+    // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
+    // threads idles the rest at each barrier); each thread moves load_words input words
+    // per row and rows_per_thread rows, so several 16-byte loads are in flight.
+    void schedule_cuda_tiled() {
+        const int T = tile, R = rows_per_thread, LW = load_words;
+        const int epw = 32 / schedx::elem_bits(in_type);
+        const int TX = T / epw / LW;   // threads across a tile row
+        const int FW = T / 4 / TX;     // fp8 words per thread per row
+        if (!(TX >= 1 && FW >= 1 && T % R == 0 && (T / R) * TX <= 1024)) {
+            throw std::invalid_argument("tile, rows_per_thread and load_words make no valid thread grid");
+        }
+
+        // Whole tiles only; both outputs have the input's (transposed) extent.
+        Expr in_w = input->dim(0).extent(), m = input->dim(1).extent();
+        input->dim(0).set_min(0).set_extent((in_w / (T / epw)) * (T / epw));
+        input->dim(1).set_min(0).set_extent((m / T) * T).set_stride((input->dim(1).stride() / 4) * 4);
+        Expr k = input->dim(0).extent() * epw;
+        if (rows) {
+            rows->dim(0).set_min(0).set_extent(k / 4);
+            rows->dim(1).set_min(0).set_extent(input->dim(1).extent()).set_stride((rows->dim(1).stride() / 4) * 4);
+        }
+        if (cols) {
+            cols->dim(0).set_min(0).set_extent(input->dim(1).extent() / 4);
+            cols->dim(1).set_min(0).set_extent(k).set_stride((cols->dim(1).stride() / 4) * 4);
+        }
+
+        Func first = rows ? *rows : *cols;
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, T / 4, T, TailStrategy::RoundUp)
+                .split(xi, xt, xi, FW, TailStrategy::RoundUp)
+                .split(yi, yt, yi, R, TailStrategy::RoundUp)
+                .reorder(xi, yi, xt, yt, xo, yo)
+                .vectorize(xi)
+                .unroll(yi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yt);
+        }
+        if (cols) {
+            // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
+            cols->split(y, yo, yi, T / 4, TailStrategy::RoundUp)
+                .split(x, xo, xi, T, TailStrategy::RoundUp)
+                .split(yi, yt, yi, FW, TailStrategy::RoundUp)
+                .split(xi, xt, xi, R, TailStrategy::RoundUp)
+                .reorder(yi, xi, yt, xt, xo, yo)
+                .vectorize(yi)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(yt, xt);
+            if (rows) cols->compute_with(*rows, xo);
+        }
+        // The fp8 tile lives in shared memory, padded by pad_words per row against bank
+        // conflicts in the transposed reads.
+        f8_words.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, xt, x, FW, TailStrategy::RoundUp)
+            .split(y, yt, y, R, TailStrategy::RoundUp)
+            .reorder(x, y, xt, yt)
+            .vectorize(x)
+            .unroll(y)
+            .gpu_threads(xt, yt);
+        if (pad_words > 0) f8_words.bound_storage(x, T / 4 + pad_words);
+        // Each thread's input words go through registers: one 16-byte load per row.
+        Func in_regs = input->in(xbits);
+        in_regs.compute_at(f8_words, xt).vectorize(in_regs.args()[0]).unroll(in_regs.args()[1]);
+        if (with_amax) schedule_amax_gpu();
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(CastTransposeFp8, cast_transpose)

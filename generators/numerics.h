@@ -1,0 +1,92 @@
+// Bit-level number formats shared by the generators.
+//
+// Halide has no fp8 type and its bf16 arithmetic crashes the CUDA backend (see
+// ../shared/HALIDE.md), so every format is handled as integer bit patterns here.
+#pragma once
+
+#include "Halide.h"
+
+namespace schedx {
+
+using Halide::Expr;
+
+// Element types an input buffer may hold.
+enum class ElemType { bf16, fp16, fp32 };
+
+inline const std::map<std::string, ElemType> &elem_type_names() {
+    static const std::map<std::string, ElemType> names{
+        {"bf16", ElemType::bf16}, {"fp16", ElemType::fp16}, {"fp32", ElemType::fp32}};
+    return names;
+}
+
+inline int elem_bits(ElemType t) { return t == ElemType::fp32 ? 32 : 16; }
+
+inline Expr u32(uint32_t v) { return Halide::cast<uint32_t>(Halide::Expr(v)); }
+
+// Bits (in the low 16 of a uint32) of a bf16 or fp16 value, or the bits of an fp32,
+// to the float it denotes. Exact for every bit pattern.
+inline Expr decode_to_float(Expr bits, ElemType t) {
+    using namespace Halide;
+    bits = cast<uint32_t>(bits);
+    switch (t) {
+    case ElemType::bf16:
+        return reinterpret<float>(bits << 16);
+    case ElemType::fp16: {
+        Expr sign = (bits & u32(0x8000)) << 16;
+        Expr e = (bits >> 10) & u32(0x1F);
+        Expr m = bits & u32(0x3FF);
+        Expr normal = ((e + u32(112)) << 23) | (m << 13);
+        Expr inf_nan = u32(0x7F800000) | (m << 13);
+        // Subnormal halves are m * 2^-24: exact in float.
+        Expr sub = reinterpret<uint32_t>(cast<float>(m) * (1.0f / 16777216.0f));
+        return reinterpret<float>(sign | select(e == 0, sub, e == 31, inf_nan, normal));
+    }
+    case ElemType::fp32:
+        return reinterpret<float>(bits);
+    }
+    return Expr();
+}
+
+// fp8 formats, numbered as in the C ABI (schedx_fp8_format).
+struct Fp8Format {
+    uint32_t mant_bits;        // stored mantissa bits
+    uint32_t rebias;           // (bias - 127) << 23, wrapped
+    uint32_t max_bits;         // float bits of the largest finite value
+    uint32_t min_normal_bits;  // float bits of the smallest normal value
+    uint32_t sub_shift_base;   // 150 - (bias - 1 + mant_bits): subnormal unit is 2^-(bias-1+mant_bits)
+};
+constexpr Fp8Format kE4M3{3, uint32_t(7 - 127) << 23, 0x43E00000u /*448*/, 121u << 23, 141};
+constexpr Fp8Format kE5M2{2, uint32_t(15 - 127) << 23, 0x47600000u /*57344*/, 113u << 23, 134};
+
+// clamp(p, -max, max) encoded as fp8 (e4m3fn or e5m2 by the runtime flag is_e5m2), with
+// round-to-nearest-even, subnormals and signed zero; NaN becomes 0x7F. Integer-only so
+// that CPU and GPU give the same bits (a float-domain encoder differed under FMA).
+inline Expr encode_fp8(Expr p, Expr is_e5m2) {
+    using namespace Halide;
+    auto pick = [&](uint32_t e5, uint32_t e4) { return select(is_e5m2, u32(e5), u32(e4)); };
+    Expr mant_bits = pick(kE5M2.mant_bits, kE4M3.mant_bits);
+    Expr u = reinterpret<uint32_t>(p);
+    Expr sign = (u >> 24) & u32(0x80);
+    Expr a = u & u32(0x7FFFFFFF);
+    Expr is_nan = a > u32(0x7F800000);
+    // Positive floats order like their bits: clamping the magnitude clamps the value.
+    a = min(a, pick(kE5M2.max_bits, kE4M3.max_bits));
+
+    Expr shift = u32(23) - mant_bits;
+    Expr odd = (a >> shift) & u32(1);
+    Expr normal = (a + pick(kE5M2.rebias, kE4M3.rebias) + ((u32(1) << (shift - 1)) - 1) + odd) >> shift;
+
+    Expr biased_exp = a >> 23;
+    Expr mant = (a & u32(0x7FFFFF)) | select(biased_exp > 0, u32(0x800000), u32(0));
+    Expr s = min(pick(kE5M2.sub_shift_base, kE4M3.sub_shift_base) - min(biased_exp, u32(127)), u32(31));
+    Expr q = mant >> s;
+    Expr rem = mant & ((u32(1) << s) - 1);
+    Expr half = u32(1) << (s - 1);
+    Expr round_up = rem > half || (rem == half && (q & 1) == 1);
+    Expr sub = q + select(round_up, u32(1), u32(0));
+
+    Expr mag = select(a < pick(kE5M2.min_normal_bits, kE4M3.min_normal_bits), sub, normal);
+    return cast<uint8_t>(select(is_nan, u32(0x7F), mag | sign));
+}
+
+}  // namespace schedx

@@ -1,0 +1,99 @@
+/* schedx: fused GPU and CPU kernels generated from Halide, dispatched per shape.
+ *
+ * Conventions shared by every operator:
+ * - Raw pointers, sizes and leading dimensions in elements; matrices are row-major
+ *   [rows][ld] unless said otherwise.
+ * - device SCHEDX_DEVICE_CPU takes host pointers; SCHEDX_DEVICE_CUDA takes device
+ *   pointers (cudaMalloc, PyTorch) and runs in the context that owns them (the primary
+ *   context) on `stream` (a cudaStream_t, NULL for the legacy default stream). Calls are
+ *   asynchronous on CUDA; nothing is allocated per call.
+ * - Every call returns a schedx_status; on failure schedx_last_error() (thread-local)
+ *   says which argument was wrong and why. Calls are thread-safe.
+ */
+#ifndef SCHEDX_SCHEDX_H
+#define SCHEDX_SCHEDX_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum schedx_status {
+    SCHEDX_OK = 0,
+    SCHEDX_ERR_NULL_POINTER = 1,       /* a required pointer is NULL */
+    SCHEDX_ERR_BAD_SIZE = 2,           /* a size is zero or negative */
+    SCHEDX_ERR_BAD_LEADING_DIM = 3,    /* a leading dimension is smaller than its row */
+    SCHEDX_ERR_OVERLAP = 4,            /* output buffers overlap each other or an input */
+    SCHEDX_ERR_UNSUPPORTED_DTYPE = 5,  /* dtype not supported by this operator */
+    SCHEDX_ERR_UNSUPPORTED_FORMAT = 6, /* unknown fp8 format */
+    SCHEDX_ERR_BAD_DEVICE = 7,         /* unknown device value */
+    SCHEDX_ERR_POINTER_DEVICE = 8,     /* a pointer does not live on the requested device */
+    SCHEDX_ERR_SIZE_OVERFLOW = 9,      /* a byte count overflows 64 bits */
+    SCHEDX_ERR_UNKNOWN_VARIANT = 10,   /* forced variant name is not in the registry */
+    SCHEDX_ERR_VARIANT_CANNOT_RUN = 11,/* forced variant does not accept these arguments */
+    SCHEDX_ERR_NO_CUDA = 12,           /* no CUDA driver or device */
+    SCHEDX_ERR_KERNEL = 13,            /* the generated pipeline or the CUDA driver failed */
+    SCHEDX_ERR_DATABASE = 14,          /* the tuning database could not be read or written */
+    SCHEDX_ERR_NO_VARIANT = 15         /* no variant is built for this combination */
+} schedx_status;
+
+typedef enum schedx_device { SCHEDX_DEVICE_CPU = 0, SCHEDX_DEVICE_CUDA = 1 } schedx_device;
+
+typedef enum schedx_dtype {
+    SCHEDX_BF16 = 0,
+    SCHEDX_FP16 = 1,
+    SCHEDX_FP32 = 2,
+    SCHEDX_INT8 = 3
+} schedx_dtype;
+
+/* fp8 encodings, bit-exact with PyTorch's .to(torch.float8_e4m3fn / float8_e5m2):
+ * round-to-nearest-even, subnormals, signed zero. Values beyond the largest finite
+ * value (448 / 57344) saturate to it, as CUDA's satfinite conversion and torch.compile
+ * do; with the operator's clamp they never occur. NaN encodes as 0x7F: the sign of a
+ * NaN is not kept (CUDA's float multiply already canonicalises it that way in PyTorch). */
+typedef enum schedx_fp8_format { SCHEDX_E4M3FN = 0, SCHEDX_E5M2 = 1 } schedx_fp8_format;
+
+/* Message for the last failed call on this thread ("" if none). */
+const char *schedx_last_error(void);
+
+/* The variant registry (schedules/variants.json), in its order. */
+typedef struct schedx_variant_info {
+    const char *name;   /* e.g. "cast_transpose_bf16_t64r4w4" */
+    const char *op;     /* "cast_transpose", "abs_max", "w8_linear" */
+    const char *device; /* "cpu" or "cuda" */
+    const char *params; /* generator parameters, "key=value ..." */
+} schedx_variant_info;
+int schedx_variant_count(void);
+schedx_status schedx_get_variant(int index, schedx_variant_info *info);
+
+/* Fused fp8 cast + transpose:
+ *   rows[m][k] = fp8(clamp(x[m][k] * scale, -FMAX, FMAX))   row-major, leading dim ld_rows
+ *   cols[k][m] = the same values                            (f.t().contiguous().t()),
+ *                                                            leading dim ld_cols >= M
+ *   amax       = max |x| over all elements (NaN if any is NaN)
+ *   scale_inv  = 1 / scale
+ * x is [M][ldx] of x_dtype (bf16, fp16 or fp32). scale is one float on the same device.
+ * rows or cols may be NULL (not computed), not both; amax and scale_inv are both given
+ * or both NULL.
+ * The aligned fast path is taken when M and K are whole tiles and pointers and leading
+ * dimensions are 16-byte aligned; every other shape runs the general variant. */
+schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                                        const float *scale, schedx_fp8_format format, uint8_t *rows,
+                                        int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,
+                                        float *scale_inv, schedx_device device, void *stream);
+
+/* Forces the variant of `op` ("cast_transpose", "w8_linear") by registry name for the
+ * calls that follow in this process; NULL or "" returns to automatic dispatch. */
+schedx_status schedx_force_variant(const char *op, const char *variant);
+
+/* Which variant the last call of `op` on this thread ran, and why it was chosen
+ * ("forced", "tuned exact shape", "tuned bucket", "heuristic"). NULL if none. */
+const char *schedx_last_variant(const char *op);
+const char *schedx_last_reason(const char *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SCHEDX_SCHEDX_H */

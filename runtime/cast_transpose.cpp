@@ -1,0 +1,131 @@
+// schedx_cast_transpose_fp8: validation, variant eligibility and the call.
+#include <string>
+#include <vector>
+
+#include "dispatch.h"
+#include "pipeline_call.h"
+#include "registry.h"
+#include "status.h"
+#include "validate.h"
+
+namespace schedx {
+namespace {
+
+const char *dtype_name(schedx_dtype t) {
+    switch (t) {
+    case SCHEDX_BF16: return "bf16";
+    case SCHEDX_FP16: return "fp16";
+    case SCHEDX_FP32: return "fp32";
+    default: return nullptr;
+    }
+}
+
+struct CastTransposeCall {
+    const void *x;
+    int64_t m, k, ldx;
+    int elem_bytes;
+    const float *scale;
+    int format;
+    uint8_t *rows, *cols;
+    int64_t ld_rows, ld_cols;
+    float *amax, *scale_inv;
+};
+
+// Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O).
+bool can_run(const Variant &v, const CastTransposeCall &c) {
+    if (v.param("schedule") != "cuda_tiled") return true;
+    const int64_t t = v.param_int("tile", 64);
+    return c.m % t == 0 && c.k % t == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
+           (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0)) &&
+           (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0));
+}
+
+schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream) {
+    for (const Variant &v : registry()) {
+        if (v.op != "abs_max" || v.device != device || v.param("in_type") != in_type) continue;
+        PipelineCall call(v, stream);
+        call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
+        call.bind_scalar_buffer("scale", c.scale);
+        call.bind_scalar_buffer("amax", c.amax);
+        call.bind_scalar_buffer("scale_inv", c.scale_inv);
+        return call.run();
+    }
+    return fail(SCHEDX_ERR_NO_VARIANT, std::string("no abs_max variant for ") + in_type);
+}
+
+}  // namespace
+}  // namespace schedx
+
+extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx,
+                                                   schedx_dtype x_dtype, const float *scale,
+                                                   schedx_fp8_format format, uint8_t *rows, int64_t ld_rows,
+                                                   uint8_t *cols, int64_t ld_cols, float *amax, float *scale_inv,
+                                                   schedx_device device, void *stream) {
+    using namespace schedx;
+    clear_error();
+    Device dev;
+    schedx_status s;
+    if ((s = check_device(device, &dev)) || (s = check_not_null("x", x)) || (s = check_not_null("scale", scale)) ||
+        (s = check_positive("m", m)) || (s = check_positive("k", k))) {
+        return s;
+    }
+    if (!rows && !cols) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
+    if (!amax != !scale_inv) return fail(SCHEDX_ERR_NULL_POINTER, "amax and scale_inv must be both given or both NULL");
+    const char *in_type = dtype_name(x_dtype);
+    if (!in_type) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16, fp16 or fp32");
+    }
+    if (format != SCHEDX_E4M3FN && format != SCHEDX_E5M2) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                    "format " + std::to_string(static_cast<int>(format)) + " is not e4m3fn or e5m2");
+    }
+    if ((s = check_leading_dim("ldx", ldx, "k", k)) || (rows && (s = check_leading_dim("ld_rows", ld_rows, "k", k))) ||
+        (cols && (s = check_leading_dim("ld_cols", ld_cols, "m", m)))) {
+        return s;
+    }
+    const int elem_bytes = x_dtype == SCHEDX_FP32 ? 4 : 2;
+    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}, {"scale", scale, 1, 1, 1, 4, false}};
+    if (rows) spans.push_back({"rows", rows, m, k, ld_rows, 1, true});
+    if (cols) spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
+    if (amax) spans.push_back({"amax", amax, 1, 1, 1, 4, true});
+    if (scale_inv) spans.push_back({"scale_inv", scale_inv, 1, 1, 1, 4, true});
+    if ((s = check_spans(spans, dev))) return s;
+
+    const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
+    const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
+    const bool want_amax = amax || scale_inv;
+    std::vector<const Variant *> candidates, runnable;
+    for (const Variant &v : registry()) {
+        if (v.op != "cast_transpose" || v.device != dev || v.param("in_type") != in_type ||
+            v.param("outputs", "both") != outputs) {
+            continue;
+        }
+        // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
+        if (v.param("with_amax") == "true" && !want_amax) continue;
+        candidates.push_back(&v);
+        if (can_run(v, c)) runnable.push_back(&v);
+    }
+    const Workload w{"cast_transpose",
+                     std::string(in_type) + "->" + (format == SCHEDX_E5M2 ? "e5m2" : "e4m3fn") + ":" + outputs +
+                         (want_amax ? "+amax" : ""),
+                     dev,
+                     {m, k}};
+    const Variant *v = nullptr;
+    if ((s = choose_variant(w, candidates, runnable, &v))) return s;
+
+    PipelineCall call(*v, stream);
+    call.bind_matrix("input", x, m, k, ldx, elem_bytes);
+    call.bind_scalar_buffer("scale", scale);
+    call.bind_int("fp8_format", format);
+    call.bind_matrix("rows", rows, m, k, ld_rows, 1);
+    call.bind_matrix("cols", cols, k, m, ld_cols, 1);
+    const bool fused_amax = v->argument("amax") != nullptr;
+    if (fused_amax) {
+        call.bind_scalar_buffer("amax", amax);
+        call.bind_scalar_buffer("scale_inv", scale_inv);
+    }
+    if ((s = call.run())) return s;
+    if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream);
+    return SCHEDX_OK;
+}

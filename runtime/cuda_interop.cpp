@@ -1,0 +1,139 @@
+#include "cuda_interop.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "HalideRuntimeCuda.h"
+#include "status.h"
+
+namespace schedx {
+namespace {
+
+// The few driver entry points used, with the driver's C types reduced to ints/pointers.
+using CUresult = int;
+constexpr int kPointerAttributeMemoryType = 2;    // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
+constexpr int kPointerAttributeDeviceOrdinal = 9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+constexpr unsigned kMemoryTypeDevice = 2;         // CU_MEMORYTYPE_DEVICE
+constexpr int kMaxDevices = 64;
+
+struct Driver {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuPointerGetAttribute)(void *, int, uintptr_t);
+    CUresult (*cuDeviceGet)(int *, int);
+    CUresult (*cuDeviceGetName)(char *, int, int);
+    CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
+    CUresult (*cuDriverGetVersion)(int *);
+    void *contexts[kMaxDevices] = {};
+    std::mutex mutex;  // guards contexts
+    bool ok = false;
+    std::string error;
+};
+
+Driver &driver() {
+    static Driver d;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        if (!lib) {
+            d.error = "no CUDA driver (libcuda.so.1 not found)";
+            return;
+        }
+        auto sym = [&](auto &fn, const char *name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+            return fn != nullptr;
+        };
+        if (!(sym(d.cuInit, "cuInit") && sym(d.cuPointerGetAttribute, "cuPointerGetAttribute") &&
+              sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
+              sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain_v2") &&
+              sym(d.cuDriverGetVersion, "cuDriverGetVersion"))) {
+            d.error = "CUDA driver lacks a required entry point";
+            return;
+        }
+        CUresult r = d.cuInit(0);
+        if (r != 0) {
+            d.error = "no CUDA device (cuInit returned " + std::to_string(r) + ")";
+            return;
+        }
+        halide_set_cuda_acquire_context([](void *uc, void **ctx, bool) -> int {
+            *ctx = uc ? static_cast<CudaCallContext *>(uc)->context : nullptr;
+            return *ctx ? 0 : halide_error_code_device_interface_no_device;
+        });
+        halide_set_cuda_release_context([](void *) -> int { return 0; });
+        halide_set_cuda_get_stream([](void *uc, void *, void **stream) -> int {
+            *stream = uc ? static_cast<CudaCallContext *>(uc)->stream : nullptr;
+            return 0;
+        });
+        d.ok = true;
+    });
+    return d;
+}
+
+}  // namespace
+
+schedx_status cuda_init() {
+    Driver &d = driver();
+    return d.ok ? SCHEDX_OK : fail(SCHEDX_ERR_NO_CUDA, d.error);
+}
+
+schedx_status cuda_context_for(const void *ptr, const char *arg_name, void **context) {
+    Driver &d = driver();
+    if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    unsigned mem_type = 0;
+    int ordinal = -1;
+    if (d.cuPointerGetAttribute(&mem_type, kPointerAttributeMemoryType, reinterpret_cast<uintptr_t>(ptr)) != 0 ||
+        mem_type != kMemoryTypeDevice ||
+        d.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, reinterpret_cast<uintptr_t>(ptr)) != 0 ||
+        ordinal < 0 || ordinal >= kMaxDevices) {
+        return fail(SCHEDX_ERR_POINTER_DEVICE, std::string(arg_name) + " is not CUDA device memory");
+    }
+    std::lock_guard<std::mutex> lock(d.mutex);
+    if (!d.contexts[ordinal]) {
+        // Retained once per device for the life of the process, like the CUDA runtime does.
+        int dev = 0;
+        if (d.cuDeviceGet(&dev, ordinal) != 0 || d.cuDevicePrimaryCtxRetain(&d.contexts[ordinal], dev) != 0) {
+            return fail(SCHEDX_ERR_NO_CUDA, "cannot retain the primary context of device " + std::to_string(ordinal));
+        }
+    }
+    *context = d.contexts[ordinal];
+    return SCHEDX_OK;
+}
+
+bool is_known_device_pointer(const void *ptr) {
+    void *loaded = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!loaded) return false;
+    dlclose(loaded);
+    Driver &d = driver();
+    unsigned mem_type = 0;
+    return d.ok &&
+           d.cuPointerGetAttribute(&mem_type, kPointerAttributeMemoryType, reinterpret_cast<uintptr_t>(ptr)) == 0 &&
+           mem_type == kMemoryTypeDevice;
+}
+
+schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *ptr) {
+    buf->host = nullptr;
+    buf->device = 0;
+    int r = halide_cuda_wrap_device_ptr(ctx, buf, reinterpret_cast<uint64_t>(ptr));
+    return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "halide_cuda_wrap_device_ptr failed: " + std::to_string(r));
+}
+
+void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf) {
+    if (buf->device) halide_cuda_detach_device_ptr(ctx, buf);
+}
+
+std::string cuda_device_name(int ordinal) {
+    Driver &d = driver();
+    if (!d.ok) return "";
+    int dev = 0;
+    char name[256] = {};
+    if (d.cuDeviceGet(&dev, ordinal) != 0 || d.cuDeviceGetName(name, sizeof(name), dev) != 0) return "";
+    return name;
+}
+
+int cuda_driver_version() {
+    Driver &d = driver();
+    int v = 0;
+    return d.ok && d.cuDriverGetVersion(&v) == 0 ? v : 0;
+}
+
+}  // namespace schedx

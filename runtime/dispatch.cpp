@@ -1,0 +1,86 @@
+#include "dispatch.h"
+
+#include <map>
+#include <mutex>
+
+#include "status.h"
+#include "tuning_db.h"
+
+namespace schedx {
+namespace {
+
+std::mutex forced_mutex;
+std::map<std::string, std::string> forced;  // op -> variant name
+
+struct LastChoice {
+    std::string variant, reason;
+};
+thread_local std::map<std::string, LastChoice> last_choice;
+
+}  // namespace
+
+schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
+                             const std::vector<const Variant *> &runnable, const Variant **chosen) {
+    std::string forced_name;
+    {
+        std::lock_guard<std::mutex> lock(forced_mutex);
+        auto it = forced.find(w.op);
+        if (it != forced.end()) forced_name = it->second;
+    }
+    std::string reason;
+    *chosen = nullptr;
+    if (!forced_name.empty()) {
+        for (const Variant *v : runnable) {
+            if (v->name == forced_name) *chosen = v;
+        }
+        if (!*chosen) {
+            bool is_candidate = false;
+            for (const Variant *v : candidates) is_candidate |= v->name == forced_name;
+            return fail(SCHEDX_ERR_VARIANT_CANNOT_RUN,
+                        "forced variant " + forced_name +
+                            (is_candidate ? " cannot run this shape or alignment"
+                                          : " does not implement this device, dtype or output set"));
+        }
+        reason = "forced";
+    } else {
+        *chosen = tuning_db_best(w, runnable, &reason);
+        if (!*chosen) {
+            if (runnable.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no built variant of " + w.op + " runs this call");
+            *chosen = runnable.front();
+            reason = "heuristic (first runnable in variants.json order)";
+        }
+    }
+    last_choice[w.op] = {(*chosen)->name, reason};
+    return SCHEDX_OK;
+}
+
+}  // namespace schedx
+
+extern "C" schedx_status schedx_force_variant(const char *op, const char *variant) {
+    using namespace schedx;
+    if (!op) return fail(SCHEDX_ERR_NULL_POINTER, "op is NULL");
+    bool op_known = false;
+    for (const Variant &v : registry()) op_known |= v.op == op;
+    if (!op_known) return fail(SCHEDX_ERR_UNKNOWN_VARIANT, std::string("unknown operator ") + op);
+    std::lock_guard<std::mutex> lock(forced_mutex);
+    if (!variant || !*variant) {
+        forced.erase(op);
+        return SCHEDX_OK;
+    }
+    const Variant *v = find_variant(variant);
+    if (!v || v->op != op) {
+        return fail(SCHEDX_ERR_UNKNOWN_VARIANT, std::string("no variant named ") + variant + " for " + op);
+    }
+    forced[op] = variant;
+    return SCHEDX_OK;
+}
+
+extern "C" const char *schedx_last_variant(const char *op) {
+    auto it = op ? schedx::last_choice.find(op) : schedx::last_choice.end();
+    return it == schedx::last_choice.end() ? nullptr : it->second.variant.c_str();
+}
+
+extern "C" const char *schedx_last_reason(const char *op) {
+    auto it = op ? schedx::last_choice.find(op) : schedx::last_choice.end();
+    return it == schedx::last_choice.end() ? nullptr : it->second.reason.c_str();
+}

@@ -1,0 +1,28 @@
+// Picks the variant for a call: a forced variant name, else the fastest recorded one for
+// the shape (tuning database), else the first runnable variant in variants.json order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "registry.h"
+#include "schedx/schedx.h"
+
+namespace schedx {
+
+// What the tuning database keys a measurement by.
+struct Workload {
+    std::string op;      // "cast_transpose"
+    std::string dtypes;  // "bf16->e4m3", ...
+    Device device;
+    std::vector<int64_t> shape;  // operator-specific, e.g. {M, K}
+};
+
+// `runnable` holds the variants that accept this call, in preference order (non-empty
+// unless a forced variant cannot run). On success returns the choice and records it as
+// this thread's last variant for the op.
+schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
+                             const std::vector<const Variant *> &runnable, const Variant **chosen);
+
+}  // namespace schedx

@@ -1,0 +1,120 @@
+#include "pipeline_call.h"
+
+#include <mutex>
+
+#include "status.h"
+
+namespace schedx {
+namespace {
+
+thread_local std::string halide_message;
+
+void install_error_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        // Halide's runtime reports through this hook; keep the text for schedx_last_error.
+        halide_set_error_handler([](void *, const char *msg) { halide_message = msg; });
+    });
+}
+
+}  // namespace
+
+PipelineCall::PipelineCall(const Variant &variant, void *stream) : variant_(variant) {
+    install_error_handler();
+    cuda_.stream = stream;
+    args_.resize(variant.metadata->num_arguments);
+    for (int i = 0; i < variant.metadata->num_arguments; i++) {
+        args_[i].name = variant.metadata->arguments[i].name;
+    }
+}
+
+PipelineCall::~PipelineCall() {
+    if (variant_.device != Device::cuda) return;
+    for (Arg &a : args_) {
+        if (a.is_buffer) cuda_detach(&cuda_, &a.buf);
+    }
+}
+
+PipelineCall::Arg &PipelineCall::slot(const char *name) {
+    for (Arg &a : args_) {
+        if (a.name == name) return a;
+    }
+    static thread_local Arg ignored;
+    ignored = Arg{};
+    return ignored;
+}
+
+void PipelineCall::bind_matrix(const char *name, const void *ptr, int64_t rows, int64_t cols, int64_t ld,
+                               int elem_bytes) {
+    const halide_filter_argument_t *meta = variant_.argument(name);
+    if (!meta) return;
+    Arg &a = slot(name);
+    const int word_bytes = (meta->type.bits + 7) / 8;
+    const int64_t per_word = word_bytes / elem_bytes;  // 1, or 2/4 for word-typed buffers
+    a.is_buffer = true;
+    a.ptr = ptr;
+    a.buf.type = meta->type;
+    a.buf.dimensions = 2;
+    a.buf.dim = a.dims;
+    a.dims[0] = halide_dimension_t(0, static_cast<int32_t>(cols / per_word), 1);
+    a.dims[1] = halide_dimension_t(0, static_cast<int32_t>(rows), static_cast<int32_t>(ld / per_word));
+}
+
+void PipelineCall::bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes) {
+    bind_matrix(name, ptr, 1, n, n, elem_bytes);
+    Arg &a = slot(name);
+    if (a.is_buffer) a.buf.dimensions = 1;
+}
+
+void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
+    const halide_filter_argument_t *meta = variant_.argument(name);
+    if (!meta) return;
+    Arg &a = slot(name);
+    a.is_buffer = true;
+    a.ptr = ptr;
+    a.buf.type = meta->type;
+    a.buf.dimensions = 0;
+    a.buf.dim = a.dims;
+}
+
+void PipelineCall::bind_int(const char *name, int32_t value) {
+    if (!variant_.argument(name)) return;
+    slot(name).scalar = value;
+}
+
+schedx_status PipelineCall::run() {
+    std::vector<void *> argv(args_.size());
+    void *user_context = &cuda_;
+    for (size_t i = 0; i < args_.size(); i++) {
+        Arg &a = args_[i];
+        if (a.name == "__user_context") {
+            argv[i] = &user_context;
+        } else if (a.is_buffer) {
+            if (!a.ptr) return fail(SCHEDX_ERR_NULL_POINTER, variant_.name + ": argument " + a.name + " not bound");
+            if (variant_.device == Device::cuda) {
+                if (!a.buf.device) {
+                    if (!cuda_.context) {
+                        schedx_status s = cuda_context_for(a.ptr, a.name.c_str(), &cuda_.context);
+                        if (s != SCHEDX_OK) return s;
+                    }
+                    schedx_status s = cuda_wrap(&cuda_, &a.buf, a.ptr);
+                    if (s != SCHEDX_OK) return s;
+                }
+            } else {
+                a.buf.host = static_cast<uint8_t *>(const_cast<void *>(a.ptr));
+            }
+            argv[i] = &a.buf;
+        } else {
+            argv[i] = &a.scalar;
+        }
+    }
+    halide_message.clear();
+    int r = variant_.argv(argv.data());
+    if (r != 0) {
+        return fail(SCHEDX_ERR_KERNEL, variant_.name + " failed (Halide error " + std::to_string(r) + "): " +
+                                           (halide_message.empty() ? "no message" : halide_message));
+    }
+    return SCHEDX_OK;
+}
+
+}  // namespace schedx

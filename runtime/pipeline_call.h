@@ -1,0 +1,48 @@
+// Binds raw caller pointers to a variant's Halide arguments by name and runs it.
+// Buffer types come from the variant's metadata: a 32-bit word buffer standing for
+// 8- or 16-bit elements (the full-width access variants) packs several per word.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda_interop.h"
+#include "registry.h"
+#include "schedx/schedx.h"
+
+namespace schedx {
+
+class PipelineCall {
+public:
+    PipelineCall(const Variant &variant, void *stream);
+    ~PipelineCall();
+    PipelineCall(const PipelineCall &) = delete;
+    PipelineCall &operator=(const PipelineCall &) = delete;
+
+    // `ptr` holds `rows` rows of `cols` elements of `elem_bytes` each, rows `ld` elements
+    // apart. Arguments the pipeline does not have are ignored.
+    void bind_matrix(const char *name, const void *ptr, int64_t rows, int64_t cols, int64_t ld, int elem_bytes);
+    void bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes);
+    void bind_scalar_buffer(const char *name, const void *ptr);
+    void bind_int(const char *name, int32_t value);
+
+    schedx_status run();
+
+private:
+    struct Arg {
+        std::string name;
+        halide_buffer_t buf{};
+        halide_dimension_t dims[2]{};
+        const void *ptr = nullptr;
+        int32_t scalar = 0;
+        bool is_buffer = false;
+    };
+    Arg &slot(const char *name);
+
+    const Variant &variant_;
+    CudaCallContext cuda_;
+    std::vector<Arg> args_;
+};
+
+}  // namespace schedx

@@ -1,0 +1,67 @@
+#include "registry.h"
+
+#include <cstring>
+#include <sstream>
+
+#include "schedx/schedx.h"
+#include "status.h"
+
+namespace schedx {
+
+std::string Variant::param(const std::string &key, const std::string &fallback) const {
+    auto it = params.find(key);
+    return it == params.end() ? fallback : it->second;
+}
+
+int Variant::param_int(const std::string &key, int fallback) const {
+    auto it = params.find(key);
+    return it == params.end() ? fallback : std::stoi(it->second);
+}
+
+const halide_filter_argument_t *Variant::argument(const std::string &arg) const {
+    for (int i = 0; i < metadata->num_arguments; i++) {
+        if (arg == metadata->arguments[i].name) return &metadata->arguments[i];
+    }
+    return nullptr;
+}
+
+const std::vector<Variant> &registry() {
+    static const std::vector<Variant> variants = [] {
+        std::vector<Variant> out;
+        for (size_t i = 0; i < kVariantCount; i++) {
+            const VariantEntry &e = kVariantTable[i];
+            Variant v{e.name, e.op, e.device, {}, e.argv, e.metadata()};
+            std::istringstream words(e.params);
+            std::string kv;
+            while (words >> kv) {
+                auto eq = kv.find('=');
+                if (eq != std::string::npos) v.params[kv.substr(0, eq)] = kv.substr(eq + 1);
+            }
+            out.push_back(std::move(v));
+        }
+        return out;
+    }();
+    return variants;
+}
+
+const Variant *find_variant(const std::string &name) {
+    for (const Variant &v : registry()) {
+        if (v.name == name) return &v;
+    }
+    return nullptr;
+}
+
+}  // namespace schedx
+
+extern "C" int schedx_variant_count(void) { return static_cast<int>(schedx::kVariantCount); }
+
+extern "C" schedx_status schedx_get_variant(int index, schedx_variant_info *info) {
+    using namespace schedx;
+    if (!info) return fail(SCHEDX_ERR_NULL_POINTER, "info is NULL");
+    if (index < 0 || static_cast<size_t>(index) >= kVariantCount) {
+        return fail(SCHEDX_ERR_UNKNOWN_VARIANT, "variant index " + std::to_string(index) + " out of range");
+    }
+    const VariantEntry &e = kVariantTable[index];
+    *info = {e.name, e.op, e.device == Device::cuda ? "cuda" : "cpu", e.params};
+    return SCHEDX_OK;
+}

@@ -1,0 +1,47 @@
+// The variant registry: one row per entry of schedules/variants.json (generated into
+// variant_table.cpp), with its schedule parameters and the Halide metadata of its
+// arguments. A variant is called through its argv entry point, so the registry needs no
+// per-variant code.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "HalideRuntime.h"
+
+namespace schedx {
+
+enum class Device { cpu, cuda };
+
+struct VariantEntry {
+    const char *name;
+    const char *op;
+    Device device;
+    const char *params;  // "key=value key=value", as given to the generator
+    int (*argv)(void **);
+    const halide_filter_metadata_t *(*metadata)();
+};
+extern const VariantEntry kVariantTable[];
+extern const size_t kVariantCount;
+
+struct Variant {
+    std::string name, op;
+    Device device;
+    std::map<std::string, std::string> params;
+    int (*argv)(void **);
+    const halide_filter_metadata_t *metadata;
+
+    std::string param(const std::string &key, const std::string &fallback = "") const;
+    int param_int(const std::string &key, int fallback) const;
+    // The buffer argument `arg`, or nullptr if the pipeline has no such argument.
+    const halide_filter_argument_t *argument(const std::string &arg) const;
+    const char *device_name() const { return device == Device::cuda ? "cuda" : "cpu"; }
+};
+
+// Every built variant, in variants.json order (the default preference order).
+const std::vector<Variant> &registry();
+const Variant *find_variant(const std::string &name);
+
+}  // namespace schedx

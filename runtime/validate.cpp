@@ -1,0 +1,75 @@
+#include "validate.h"
+
+#include <string>
+
+#include "cuda_interop.h"
+#include "status.h"
+
+namespace schedx {
+
+schedx_status check_device(schedx_device device, Device *out) {
+    if (device == SCHEDX_DEVICE_CPU) {
+        *out = Device::cpu;
+    } else if (device == SCHEDX_DEVICE_CUDA) {
+        *out = Device::cuda;
+        return cuda_init();
+    } else {
+        return fail(SCHEDX_ERR_BAD_DEVICE, "device " + std::to_string(static_cast<int>(device)) + " is not a schedx_device");
+    }
+    return SCHEDX_OK;
+}
+
+schedx_status check_positive(const char *name, int64_t value) {
+    if (value > 0) return SCHEDX_OK;
+    return fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be positive, got " + std::to_string(value));
+}
+
+schedx_status check_not_null(const char *name, const void *ptr) {
+    return ptr ? SCHEDX_OK : fail(SCHEDX_ERR_NULL_POINTER, std::string(name) + " is NULL");
+}
+
+schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_name, int64_t row) {
+    if (ld >= row) return SCHEDX_OK;
+    return fail(SCHEDX_ERR_BAD_LEADING_DIM, std::string(name) + " (" + std::to_string(ld) + ") is smaller than " +
+                                                row_name + " (" + std::to_string(row) + ")");
+}
+
+schedx_status check_spans(std::vector<Span> &spans, Device device) {
+    constexpr int64_t kHalideMax = INT32_MAX;
+    for (Span &s : spans) {
+        uint64_t elems = 0, bytes = 0;
+        // Elements touched: (rows - 1) * ld + cols.
+        if (__builtin_mul_overflow(static_cast<uint64_t>(s.rows - 1), static_cast<uint64_t>(s.ld), &elems) ||
+            __builtin_add_overflow(elems, static_cast<uint64_t>(s.cols), &elems) ||
+            __builtin_mul_overflow(elems, static_cast<uint64_t>(s.elem_bytes), &bytes) ||
+            bytes > UINT64_MAX - reinterpret_cast<uintptr_t>(s.ptr)) {
+            return fail(SCHEDX_ERR_SIZE_OVERFLOW, std::string(s.name) + ": byte count overflows 64 bits");
+        }
+        if (s.rows > kHalideMax || s.cols > kHalideMax || s.ld > kHalideMax) {
+            return fail(SCHEDX_ERR_SIZE_OVERFLOW,
+                        std::string(s.name) + ": a dimension or leading dimension exceeds 2^31-1 elements");
+        }
+        s.bytes = bytes;
+    }
+    for (size_t i = 0; i < spans.size(); i++) {
+        for (size_t j = 0; j < spans.size(); j++) {
+            if (i == j || !spans[i].is_output || (spans[j].is_output && j < i)) continue;
+            auto a = reinterpret_cast<uintptr_t>(spans[i].ptr), b = reinterpret_cast<uintptr_t>(spans[j].ptr);
+            if (a < b + spans[j].bytes && b < a + spans[i].bytes) {
+                return fail(SCHEDX_ERR_OVERLAP, std::string("output ") + spans[i].name + " overlaps " + spans[j].name);
+            }
+        }
+    }
+    for (const Span &s : spans) {
+        if (device == Device::cuda) {
+            void *ctx = nullptr;
+            schedx_status st = cuda_context_for(s.ptr, s.name, &ctx);
+            if (st != SCHEDX_OK) return st;
+        } else if (is_known_device_pointer(s.ptr)) {
+            return fail(SCHEDX_ERR_POINTER_DEVICE, std::string(s.name) + " is CUDA device memory but device is CPU");
+        }
+    }
+    return SCHEDX_OK;
+}
+
+}  // namespace schedx

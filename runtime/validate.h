@@ -1,0 +1,34 @@
+// Argument checks shared by the operators at the C ABI. Each returns SCHEDX_OK or fails
+// with the status and a message naming the argument.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "registry.h"
+#include "schedx/schedx.h"
+
+namespace schedx {
+
+schedx_status check_device(schedx_device device, Device *out);
+schedx_status check_positive(const char *name, int64_t value);
+schedx_status check_not_null(const char *name, const void *ptr);
+schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_name, int64_t row);
+
+// A matrix argument as memory: `rows` rows of `cols` elements, `ld` apart.
+struct Span {
+    const char *name;
+    const void *ptr;
+    int64_t rows, cols, ld;
+    int elem_bytes;
+    bool is_output;
+    uint64_t bytes = 0;  // filled by check_spans
+};
+
+// Byte counts must fit in 64 bits and each dimension in Halide's 32-bit indexing; outputs
+// must not overlap each other or any input; pointers must live on `device`.
+schedx_status check_spans(std::vector<Span> &spans, Device device);
+
+inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace schedx

@@ -1,0 +1,107 @@
+// CPU variants of the fused fp8 cast + transpose against the independent reference.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "cast_transpose_case.h"
+
+using test::CastTransposeCase;
+using test::check_cast_transpose;
+
+namespace {
+
+const float kScales[] = {1.0f, 10.0f, 0x1p-7f, 448.0f / 3.7f, 0x1p-12f /* most results fp8 subnormal */};
+
+// All 65,536 16-bit patterns as a 256 x 256 matrix.
+uint32_t all_patterns(int64_t i, int64_t j) { return uint32_t(i * 256 + j); }
+
+}  // namespace
+
+TEST_CASE("every bf16 and fp16 bit pattern, both formats, five scales, every output set") {
+    for (schedx_dtype dt : {SCHEDX_BF16, SCHEDX_FP16}) {
+        for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+            for (float s : kScales) {
+                CAPTURE(dt);
+                CAPTURE(f);
+                CAPTURE(s);
+                CastTransposeCase c{256, 256, 0, 0, 0, dt, f, s};
+                CHECK(check_cast_transpose(c, all_patterns) == "");
+                CHECK(schedx_last_variant("cast_transpose") == std::string(dt == SCHEDX_BF16 ? "cast_transpose_bf16_cpu"
+                                                                                              : "cast_transpose_fp16_cpu"));
+                c.cols = false;
+                CHECK(check_cast_transpose(c, all_patterns) == "");
+                c.cols = true;
+                c.rows = false;
+                CHECK(check_cast_transpose(c, all_patterns) == "");
+            }
+        }
+    }
+}
+
+TEST_CASE("fp32: specials, rounding boundaries and dense random bits") {
+    std::vector<uint32_t> bits{0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00000, 0x7F800001,
+                               0x00000001, 0x807FFFFF, 0x3F800000, 0x43E00000, 0x43E80000, 0x43F00000, 0x47600000,
+                               0x47700000, 0x7F7FFFFF};
+    // Midpoints and neighbours between consecutive e4m3/e5m2 values (ties, just above, just below).
+    for (const ref::Fp8Table *t : {&ref::e4m3fn(), &ref::e5m2()}) {
+        for (size_t c = 0; c + 1 < t->values.size(); c++) {
+            const float mid = float((t->values[c] + t->values[c + 1]) / 2);
+            const uint32_t mb = ref::float_to_bits(mid);
+            for (uint32_t d : {mb - 1, mb, mb + 1}) {
+                bits.push_back(d);
+                bits.push_back(d | 0x80000000u);
+            }
+        }
+    }
+    std::mt19937 rng(7);
+    while (bits.size() < 512 * 512) bits.push_back(rng());
+    auto at = [&](int64_t i, int64_t j) { return bits[i * 512 + j]; };
+    for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+        for (float s : kScales) {
+            CAPTURE(f);
+            CAPTURE(s);
+            CHECK(check_cast_transpose({512, 512, 0, 0, 0, SCHEDX_FP32, f, s}, at) == "");
+        }
+    }
+}
+
+TEST_CASE("named edge shapes and leading dimensions") {
+    // Finite values of every magnitude the encoder distinguishes, a pure function of (i, j).
+    auto random_bf16 = [](int64_t i, int64_t j) {
+        const uint32_t h = test::mix(uint32_t(i * 7919 + j));
+        return uint32_t(ref::float_to_bf16(std::ldexp(float(h % 2000) - 1000.0f, int((h >> 12) % 30) - 25)));
+    };
+    struct Shape {
+        int64_t m, k, ldx, ld_rows, ld_cols;
+    };
+    for (Shape sh : {Shape{1, 1, 0, 0, 0}, Shape{1, 1000, 0, 0, 0}, Shape{1000, 1, 0, 0, 0}, Shape{17, 33, 0, 0, 0},
+                     Shape{4095, 4097, 0, 0, 0}, Shape{64, 64, 100, 70, 99}, Shape{17, 33, 40, 35, 21}}) {
+        CAPTURE(sh.m);
+        CAPTURE(sh.k);
+        CAPTURE(sh.ldx);
+        CHECK(check_cast_transpose({sh.m, sh.k, sh.ldx, sh.ld_rows, sh.ld_cols, SCHEDX_BF16, SCHEDX_E4M3FN, 3.0f},
+                                   random_bf16) == "");
+    }
+}
+
+TEST_CASE("amax and scale_inv") {
+    auto with_nan = [](int64_t i, int64_t j) { return i == 5 && j == 7 ? 0xFFC1u : uint32_t(ref::float_to_bf16(float(i - j))); };
+    auto finite = [](int64_t i, int64_t j) { return uint32_t(ref::float_to_bf16(float(i * 3 - j) / 7.0f)); };
+    for (schedx_dtype dt : {SCHEDX_BF16, SCHEDX_FP16}) {
+        for (auto *fn : {+with_nan, +finite}) {
+            CastTransposeCase c{33, 65, 0, 0, 0, dt, SCHEDX_E4M3FN, 2.0f};
+            c.amax = true;
+            CHECK(check_cast_transpose(c, fn) == "");
+            c.rows = false;
+            CHECK(check_cast_transpose(c, fn) == "");
+        }
+    }
+    // Fused-amax CPU variant and the separate abs_max pass give the same answer.
+    CastTransposeCase c{128, 96, 0, 0, 0, SCHEDX_BF16, SCHEDX_E5M2, 0.5f};
+    c.amax = true;
+    CHECK(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu_amax") == SCHEDX_OK);
+    CHECK(check_cast_transpose(c, finite) == "");
+    CHECK(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu") == SCHEDX_OK);
+    CHECK(check_cast_transpose(c, finite) == "");
+    CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+}

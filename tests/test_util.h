@@ -1,0 +1,61 @@
+// Buffers with guard bytes and poison, so out-of-bounds writes and unwritten elements show.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "schedx/schedx.h"
+
+namespace test {
+
+constexpr uint8_t kPoison = 0xA5;  // not a value the tests' inputs can produce in every slot
+constexpr size_t kGuard = 256;
+
+// `bytes` usable bytes, 64-byte aligned, surrounded by guard bytes.
+class Guarded {
+public:
+    explicit Guarded(size_t bytes, uint8_t fill = kPoison) : bytes_(bytes), mem_(bytes + 2 * kGuard + 64) {
+        std::memset(mem_.data(), kGuardByte, mem_.size());
+        offset_ = kGuard + (64 - reinterpret_cast<uintptr_t>(mem_.data() + kGuard) % 64) % 64;
+        std::memset(data(), fill, bytes_);
+    }
+    uint8_t *data() { return mem_.data() + offset_; }
+    template <typename T> T *as() { return reinterpret_cast<T *>(data()); }
+    size_t size() const { return bytes_; }
+    bool guards_intact() const {
+        for (size_t i = 0; i < mem_.size(); i++) {
+            if ((i < offset_ || i >= offset_ + bytes_) && mem_[i] != kGuardByte) return false;
+        }
+        return true;
+    }
+
+private:
+    static constexpr uint8_t kGuardByte = 0x5A;
+    size_t bytes_, offset_ = 0;
+    std::vector<uint8_t> mem_;
+};
+
+// A cheap integer hash, for inputs that are a pure function of their coordinates.
+inline uint32_t mix(uint32_t h) {
+    h ^= h >> 16;
+    h *= 0x7feb352dU;
+    h ^= h >> 15;
+    h *= 0x846ca68bU;
+    h ^= h >> 16;
+    return h;
+}
+
+inline std::vector<std::string> variants_of(const std::string &op, const std::string &device) {
+    std::vector<std::string> out;
+    for (int i = 0; i < schedx_variant_count(); i++) {
+        schedx_variant_info info;
+        schedx_get_variant(i, &info);
+        if (op == info.op && device == info.device) out.push_back(info.name);
+    }
+    return out;
+}
+
+}  // namespace test

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian packages, the pinned Python tools in .venv), then
+# configures and builds schedx into build/. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+for pkg in g++ make git python3 python3-venv doctest-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+
+halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
+.venv/bin/cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
+  -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+.venv/bin/cmake --build build -j"$(nproc)"

@@ -1,0 +1,142 @@
+// Every CUDA cast+transpose variant against the independent reference, bit for bit, on
+// exhaustive bf16/fp16 patterns, random values and ragged shapes. Exits 77 (ctest: skipped)
+// without a CUDA device.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "cast_transpose_case.h"
+
+using test::CastTransposeBuffers;
+using test::CastTransposeCase;
+using test::check_cast_transpose;
+
+namespace {
+
+struct DeviceCopy {
+    void *ptr = nullptr;
+    test::Guarded *host;
+    explicit DeviceCopy(test::Guarded *h) : host(h) {
+        REQUIRE(cudaMalloc(&ptr, h->size()) == cudaSuccess);
+        REQUIRE(cudaMemcpy(ptr, h->data(), h->size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    ~DeviceCopy() { cudaFree(ptr); }
+    void back() { REQUIRE(cudaMemcpy(host->data(), ptr, host->size(), cudaMemcpyDeviceToHost) == cudaSuccess); }
+};
+
+cudaStream_t test_stream = nullptr;
+
+schedx_status run_on_cuda(const CastTransposeCase &c, CastTransposeBuffers &b) {
+    DeviceCopy x(b.x), scale(b.scale), rows(b.rows), cols(b.cols), amax(b.amax), scale_inv(b.scale_inv);
+    schedx_status s = schedx_cast_transpose_fp8(
+        x.ptr, c.m, c.k, c.ldx, c.dtype, static_cast<float *>(scale.ptr), c.format,
+        c.rows ? static_cast<uint8_t *>(rows.ptr) : nullptr, c.ld_rows, c.cols ? static_cast<uint8_t *>(cols.ptr) : nullptr,
+        c.ld_cols, c.amax ? static_cast<float *>(amax.ptr) : nullptr, c.amax ? static_cast<float *>(scale_inv.ptr) : nullptr,
+        SCHEDX_DEVICE_CUDA, test_stream);
+    if (s != SCHEDX_OK) return s;
+    REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
+    for (DeviceCopy *d : {&rows, &cols, &amax, &scale_inv}) d->back();
+    return s;
+}
+
+std::map<std::string, std::string> params_of(const schedx_variant_info &info) {
+    std::map<std::string, std::string> out;
+    std::istringstream words(info.params);
+    std::string kv;
+    while (words >> kv) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+    return out;
+}
+
+uint32_t all_patterns(int64_t i, int64_t j) { return uint32_t((i % 256) * 256 + j % 256); }
+uint32_t random_bits(int64_t i, int64_t j) { return test::mix(uint32_t(i * 100003 + j)); }
+// Random finite bf16/fp16 of all magnitudes the encoder distinguishes, or fp32 bits.
+uint32_t random_half(int64_t i, int64_t j) { return random_bits(i, j) & 0xFFFF; }
+
+}  // namespace
+
+TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") {
+    int checked = 0;
+    for (int i = 0; i < schedx_variant_count(); i++) {
+        schedx_variant_info info;
+        REQUIRE(schedx_get_variant(i, &info) == SCHEDX_OK);
+        if (std::string(info.op) != "cast_transpose" || std::string(info.device) != "cuda") continue;
+        auto p = params_of(info);
+        const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
+        const std::string outputs = p.count("outputs") ? p["outputs"] : "both";
+        const bool tiled = p["schedule"] == "cuda_tiled";
+        CAPTURE(info.name);
+        REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
+        struct Shape {
+            int64_t m, k, ldx, ld_rows, ld_cols;
+        };
+        std::vector<Shape> shapes{{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}, {256, 256, 320, 272, 288}};
+        if (!tiled) {
+            for (Shape s : {Shape{1, 1, 0, 0, 0}, Shape{17, 33, 0, 0, 0}, Shape{1, 1000, 0, 0, 0},
+                            Shape{1000, 1, 0, 0, 0}, Shape{4095, 4097, 0, 0, 0}, Shape{33, 65, 70, 67, 41}}) {
+                shapes.push_back(s);
+            }
+        }
+        for (Shape s : shapes) {
+            for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+                for (float scale : {1.0f, 448.0f / 3.7f, 0x1p-12f}) {
+                    CastTransposeCase c{s.m, s.k, s.ldx, s.ld_rows, s.ld_cols, dt, f, scale};
+                    c.rows = outputs != "cols";
+                    c.cols = outputs != "rows";
+                    c.amax = p["with_amax"] == "true";
+                    CAPTURE(s.m);
+                    CAPTURE(s.k);
+                    CAPTURE(f);
+                    CAPTURE(scale);
+                    auto bits = dt == SCHEDX_FP32 ? random_bits : (s.m * s.k >= 65536 ? all_patterns : random_half);
+                    CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
+                    CHECK(std::string(schedx_last_variant("cast_transpose")) == info.name);
+                    // The non-fused variants also serve amax through the abs_max pass.
+                    c.amax = true;
+                    CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
+                }
+            }
+        }
+        checked++;
+    }
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    CHECK(checked >= 7);
+}
+
+TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes") {
+    auto schedule_of_last = [] {
+        for (int i = 0; i < schedx_variant_count(); i++) {
+            schedx_variant_info info;
+            schedx_get_variant(i, &info);
+            if (std::string(info.name) == schedx_last_variant("cast_transpose")) return params_of(info)["schedule"];
+        }
+        return std::string("none");
+    };
+    CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
+    CHECK(schedule_of_last() == "cuda_tiled");
+    CastTransposeCase ragged{500, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CHECK(check_cast_transpose(ragged, all_patterns, run_on_cuda) == "");
+    CHECK(schedule_of_last() == "cuda_general");
+    CastTransposeCase odd_ld{512, 512, 513, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CHECK(check_cast_transpose(odd_ld, all_patterns, run_on_cuda) == "");
+    CHECK(schedule_of_last() == "cuda_general");
+}
+
+int main(int argc, char **argv) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        std::printf("SKIPPED: no CUDA device\n");
+        return 77;
+    }
+    doctest::Context ctx(argc, argv);
+    // Run once on the legacy default stream and once on a non-blocking stream.
+    int r = ctx.run();
+    cudaStreamCreateWithFlags(&test_stream, cudaStreamNonBlocking);
+    r |= ctx.run();
+    return r;
+}

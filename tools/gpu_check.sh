@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# On the GPU machine (see ../shared/GPU.md): GPU tests, compute-sanitizer over the CUDA
+# variants, the C++ benchmark and the PyTorch comparison; logs go to $OUT (or ./gpu_out).
+# Usage: tools/gpu_check.sh [tests] [sanitize] [bench] [torch]   (default: all)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu_out}
+mkdir -p "$out"
+export PATH=/usr/local/cuda/bin:$PATH
+steps=${*:-tests sanitize bench torch}
+summary=()
+for step in $steps; do
+  start=$(date +%s)
+  case $step in
+    tests) build/tests/schedx_cuda_tests 2>&1 | tail -n 40 | tee "$out/cuda_tests.log" ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 9 build/tests/schedx_cuda_tests \
+          2>&1 | tail -n 20 | tee "$out/sanitizer_$tool.log"
+      done ;;
+    bench) build/bench/bench_cuda_cast_transpose 2>&1 | tee "$out/bench_cast_transpose.md" ;;
+    torch) SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
+             python3 bench/compare_torch.py --quick 2>&1 | tee "$out/compare_torch.log" ;;
+  esac
+  summary+=("$step: rc=$? $(( $(date +%s) - start ))s")
+done
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,281 @@
+"""schedx from Python: ctypes over libschedx.so.
+
+torch tensors run where they live (CUDA tensors on their device's current stream, CPU
+tensors on the CPU variants) and give torch tensors back; numpy arrays run the CPU
+variants and give numpy arrays back (bf16 as ml_dtypes.bfloat16 or raw uint16 bits, fp8
+as ml_dtypes.float8_*). Neither torch nor numpy is imported here: each is touched only
+when an argument is one of its arrays, so the package imports with either alone.
+
+The library is found through SCHEDX_LIBRARY, else build/runtime/libschedx.so of this
+repository, else the dynamic loader's path.
+"""
+
+import collections
+import contextlib
+import numbers
+import sys
+
+from . import _capi
+from ._capi import SchedxError, Status
+
+__all__ = [
+    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "w8_linear", "has_w8_linear", "variants",
+    "force_variant", "forcing", "last_variant", "last_reason",
+]
+
+Variant = collections.namedtuple("Variant", "name op device params")
+
+def _error(status, message):
+    return SchedxError(status, message)
+
+
+class _Array:
+    """One argument seen through the C ABI: element pointer, shape, strides in
+    elements, schedx dtype code and device, whichever library it comes from."""
+
+    __slots__ = ("obj", "kind", "dtype", "shape", "strides", "ptr", "device", "torch_device")
+
+    def __init__(self, obj, name):
+        self.obj = obj
+        torch = sys.modules.get("torch")
+        np = sys.modules.get("numpy")
+        if torch is not None and isinstance(obj, torch.Tensor):
+            self.kind = "torch"
+            self.dtype = _torch_dtypes(torch).get(obj.dtype)
+            self.shape = tuple(obj.shape)
+            self.strides = tuple(obj.stride())
+            self.ptr = obj.data_ptr()
+            self.torch_device = obj.device
+            if obj.device.type == "cuda":
+                self.device = _capi.DEVICE_CUDA
+            elif obj.device.type == "cpu":
+                self.device = _capi.DEVICE_CPU
+            else:
+                raise _error(Status.ERR_BAD_DEVICE, f"{name} is on {obj.device}; schedx runs on cuda and cpu")
+        elif np is not None and isinstance(obj, np.ndarray):
+            self.kind = "numpy"
+            self.dtype = _numpy_dtypes(np).get(obj.dtype)
+            self.shape = obj.shape
+            item = obj.dtype.itemsize
+            if any(s % item for s in obj.strides):
+                raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} has strides {obj.strides} that are not "
+                             f"whole elements of {item} bytes")
+            self.strides = tuple(s // item for s in obj.strides)
+            self.ptr = obj.__array_interface__["data"][0]
+            self.torch_device = None
+            self.device = _capi.DEVICE_CPU
+        else:
+            raise _error(Status.ERR_UNSUPPORTED_DTYPE,
+                         f"{name} is a {type(obj).__name__}; expected a torch.Tensor or numpy.ndarray")
+        if self.dtype is None:
+            raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"{name} has dtype {obj.dtype}, which schedx does not take")
+
+    def matrix(self, name):
+        """(rows, cols, leading dimension) of a 2-D row-major argument."""
+        if len(self.shape) != 2:
+            raise _error(Status.ERR_BAD_SIZE, f"{name} must be 2-D, got shape {self.shape}")
+        m, k = self.shape
+        if m == 0 or k == 0:
+            return m, k, k  # strides of empty arrays mean nothing; the C ABI rejects the size
+        col_stride = 1 if k == 1 else self.strides[1]
+        ld = k if m == 1 else self.strides[0]
+        if col_stride != 1:
+            raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} with strides {self.strides} is not row-major with "
+                         "unit stride along its last dimension; make it contiguous first")
+        if ld < k:
+            raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} has row stride {ld} smaller than its {k} columns")
+        return m, k, ld
+
+    def vector(self, name, n):
+        if self.shape != (n,):
+            raise _error(Status.ERR_BAD_SIZE, f"{name} must have shape ({n},), got {self.shape}")
+        if n > 1 and self.strides[0] != 1:
+            raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} must be contiguous, got stride {self.strides[0]}")
+
+    def same_place(self, other, name, other_name):
+        if self.kind != other.kind:
+            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is a {self.kind} array but {other_name} is a "
+                         f"{other.kind} array")
+        if self.kind == "torch" and self.torch_device != other.torch_device:
+            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is on {self.torch_device} but {other_name} is on "
+                         f"{other.torch_device}")
+
+
+_dtype_maps = {}
+
+
+def _torch_dtypes(torch):
+    if "torch" not in _dtype_maps:
+        _dtype_maps["torch"] = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16, torch.float32: _capi.FP32,
+                                torch.int8: _capi.INT8}
+    return _dtype_maps["torch"]
+
+
+def _numpy_dtypes(np):
+    if "numpy" not in _dtype_maps:
+        import ml_dtypes
+        _dtype_maps["numpy"] = {np.dtype(ml_dtypes.bfloat16): _capi.BF16, np.dtype(np.uint16): _capi.BF16,
+                                np.dtype(np.float16): _capi.FP16, np.dtype(np.float32): _capi.FP32,
+                                np.dtype(np.int8): _capi.INT8}
+    return _dtype_maps["numpy"]
+
+
+def _stream(a):
+    """The stream a call on `a` runs on: its device's current torch stream, else none."""
+    if a.device != _capi.DEVICE_CUDA:
+        return None
+    import torch
+    return torch.cuda.current_stream(a.torch_device).cuda_stream
+
+
+def _named_dtype(like, name):
+    """A dtype by name ("float32", "float8_e4m3fn") in the library of `like`."""
+    if like.kind == "torch":
+        import torch
+        return getattr(torch, name)
+    import ml_dtypes
+    import numpy as np
+    return getattr(np, name, None) or getattr(ml_dtypes, name)
+
+
+def _empty(like, shape, dtype):
+    """An uninitialised output next to `like`."""
+    if like.kind == "torch":
+        import torch
+        return torch.empty(shape, dtype=dtype, device=like.torch_device)
+    import numpy as np
+    return np.empty(shape, dtype=dtype)
+
+
+def _ptr(obj):
+    if obj is None:
+        return None
+    return obj.data_ptr() if hasattr(obj, "data_ptr") else obj.__array_interface__["data"][0]
+
+
+def _scale_argument(scale, xa):
+    """scale as a one-element float32 array next to x (a Python number is placed there)."""
+    if isinstance(scale, numbers.Real):  # Python and numpy scalars
+        if xa.kind == "torch":
+            import torch
+            return torch.full((1,), float(scale), dtype=torch.float32, device=xa.torch_device)
+        import numpy as np
+        return np.full((1,), scale, dtype=np.float32)
+    sa = _Array(scale, "scale")
+    sa.same_place(xa, "scale", "x")
+    if sa.dtype != _capi.FP32:
+        raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"scale must be float32, got {scale.dtype}")
+    n = 1
+    for d in sa.shape:
+        n *= d
+    if n != 1:
+        raise _error(Status.ERR_BAD_SIZE, f"scale must hold one element, got shape {sa.shape}")
+    return scale
+
+
+def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False):
+    """Fused fp8 cast + transpose of a 2-D x (bf16, fp16 or fp32, row-major, any row
+    stride): fp8(clamp(x * scale, -FMAX, FMAX)) written row-major and column-major.
+
+    scale: a one-element float32 tensor/array next to x, or a Python number.
+    Returns (rows, cols), or (rows, cols, amax, scale_inv) with amax=True, where rows is
+    [M, K] row-major, cols is an [M, K] view of a [K, M] row-major buffer (the strides of
+    f.t().contiguous().t()), amax = max|x| (NaN if x holds one) and scale_inv = 1/scale,
+    both one-element float32. An output not asked for is None.
+    """
+    xa = _Array(x, "x")
+    m, k, ldx = xa.matrix("x")
+    if xa.dtype == _capi.INT8:
+        raise _error(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
+    if fmt not in _capi.FP8_FORMATS:
+        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    scale = _scale_argument(scale, xa)
+    fp8, f32 = _named_dtype(xa, "float8_" + fmt), _named_dtype(xa, "float32")
+    out_rows = _empty(xa, (m, k), fp8) if rows else None
+    out_cols = _empty(xa, (k, m), fp8).T if cols else None
+    out_amax = _empty(xa, (1,), f32) if amax else None
+    out_inv = _empty(xa, (1,), f32) if amax else None
+    _capi.check(_capi.lib().schedx_cast_transpose_fp8(
+        xa.ptr, m, k, ldx, xa.dtype, _ptr(scale), _capi.FP8_FORMATS[fmt], _ptr(out_rows), k, _ptr(out_cols), m,
+        _ptr(out_amax), _ptr(out_inv), xa.device, _stream(xa)))
+    if amax:
+        return out_rows, out_cols, out_amax, out_inv
+    return out_rows, out_cols
+
+
+def has_w8_linear():
+    """Whether the loaded library has the weight-only int8 linear (issue 3)."""
+    return _capi.has_w8_linear()
+
+
+def w8_linear(x, w, scales, bias=None):
+    """y = (x @ w.T) * scales (+ bias), with int8 w converted inside the kernel.
+
+    x: [M, K] bf16 or fp16 (row-major, any row stride); w: [N, K] int8 (row-major, any
+    row stride); scales: [N] bf16 or fp32, contiguous; bias: None or [N] in x's dtype,
+    contiguous. Returns y [M, N] contiguous, in x's dtype.
+    """
+    if not has_w8_linear():
+        raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")
+    xa, wa, sa = _Array(x, "x"), _Array(w, "w"), _Array(scales, "scales")
+    m, k, ldx = xa.matrix("x")
+    n, wk, ldw = wa.matrix("w")
+    wa.same_place(xa, "w", "x")
+    sa.same_place(xa, "scales", "x")
+    if wa.dtype != _capi.INT8:
+        raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"w must be int8, got {w.dtype}")
+    if wk != k:
+        raise _error(Status.ERR_BAD_SIZE, f"w is [{n}, {wk}] but x has K = {k} columns")
+    sa.vector("scales", n)
+    if bias is not None:
+        ba = _Array(bias, "bias")
+        ba.same_place(xa, "bias", "x")
+        ba.vector("bias", n)
+        # The C ABI takes bias in x's dtype without a dtype argument of its own.
+        if bias.dtype != x.dtype:
+            raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"bias must have x's dtype {x.dtype}, got {bias.dtype}")
+    y = _empty(xa, (m, n), x.dtype)
+    _capi.check(_capi.lib().schedx_w8_linear(
+        xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), n, xa.device,
+        _stream(xa)))
+    return y
+
+
+def variants():
+    """The registry, in variants.json order: [Variant(name, op, device, params dict)]."""
+    lib = _capi.lib()
+    out = []
+    info = _capi.VariantInfo()
+    for i in range(lib.schedx_variant_count()):
+        _capi.check(lib.schedx_get_variant(i, info))
+        params = dict(kv.split("=", 1) for kv in info.params.decode().split() if "=" in kv)
+        out.append(Variant(info.name.decode(), info.op.decode(), info.device.decode(), params))
+    return out
+
+
+def force_variant(op, name=None):
+    """Runs `op` with the named variant from now on in this process; None or "" returns
+    to automatic dispatch."""
+    _capi.check(_capi.lib().schedx_force_variant(op.encode(), (name or "").encode()))
+
+
+@contextlib.contextmanager
+def forcing(op, name):
+    """force_variant for the duration of a with-block, then automatic dispatch again."""
+    force_variant(op, name)
+    try:
+        yield
+    finally:
+        force_variant(op, None)
+
+
+def last_variant(op):
+    """The variant the last call of `op` on this thread ran (None before any)."""
+    r = _capi.lib().schedx_last_variant(op.encode())
+    return r.decode() if r is not None else None
+
+
+def last_reason(op):
+    """Why last_variant(op) was chosen ("forced", "tuned exact shape", ...)."""
+    r = _capi.lib().schedx_last_reason(op.encode())
+    return r.decode() if r is not None else None

@@ -12,10 +12,7 @@ namespace {
 std::mutex forced_mutex;
 std::map<std::string, std::string> forced;  // op -> variant name
 
-struct LastChoice {
-    std::string variant, reason;
-};
-thread_local std::map<std::string, LastChoice> last_choice;
+thread_local std::map<std::string, DispatchTrace> last_choice;
 
 }  // namespace
 
@@ -50,8 +47,19 @@ schedx_status choose_variant(const Workload &w, const std::vector<const Variant 
             reason = "heuristic (first runnable in variants.json order)";
         }
     }
-    last_choice[w.op] = {(*chosen)->name, reason};
+    // Assigned member by member so a repeated call reuses the vectors' storage.
+    DispatchTrace &t = last_choice[w.op];
+    t.workload = w;
+    t.candidates = candidates;
+    t.runnable = runnable;
+    t.chosen = *chosen;
+    t.reason = reason;
     return SCHEDX_OK;
+}
+
+const DispatchTrace *last_dispatch(const std::string &op) {
+    auto it = last_choice.find(op);
+    return it == last_choice.end() ? nullptr : &it->second;
 }
 
 }  // namespace schedx
@@ -76,11 +84,11 @@ extern "C" schedx_status schedx_force_variant(const char *op, const char *varian
 }
 
 extern "C" const char *schedx_last_variant(const char *op) {
-    auto it = op ? schedx::last_choice.find(op) : schedx::last_choice.end();
-    return it == schedx::last_choice.end() ? nullptr : it->second.variant.c_str();
+    const schedx::DispatchTrace *t = op ? schedx::last_dispatch(op) : nullptr;
+    return t ? t->chosen->name.c_str() : nullptr;
 }
 
 extern "C" const char *schedx_last_reason(const char *op) {
-    auto it = op ? schedx::last_choice.find(op) : schedx::last_choice.end();
-    return it == schedx::last_choice.end() ? nullptr : it->second.reason.c_str();
+    const schedx::DispatchTrace *t = op ? schedx::last_dispatch(op) : nullptr;
+    return t ? t->reason.c_str() : nullptr;
 }

@@ -19,6 +19,16 @@ struct Workload {
     std::vector<int64_t> shape;  // operator-specific, e.g. {M, K}
 };
 
+// What the last successful call of an op on this thread dispatched: schedx-explore reads
+// it to learn the workload key and the applicable variants exactly as dispatch sees them.
+struct DispatchTrace {
+    Workload workload;
+    std::vector<const Variant *> candidates, runnable;
+    const Variant *chosen;
+    std::string reason;
+};
+const DispatchTrace *last_dispatch(const std::string &op);
+
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as
 // this thread's last variant for the op.

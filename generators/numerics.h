@@ -89,4 +89,38 @@ inline Expr encode_fp8(Expr p, Expr is_e5m2) {
     return cast<uint8_t>(select(is_nan, u32(0x7F), mag | sign));
 }
 
+// Round-to-nearest-even float to bf16 or fp16 bits (in the low 16 of a uint32), as
+// PyTorch's .to(): fp16 keeps subnormals and overflows to inf; NaN becomes 0x7FC0 (bf16)
+// or sign|0x7E00 (fp16). Integer-only, so CPU and GPU give the same bits.
+inline Expr float_to_half_bits(Expr f, ElemType t) {
+    using namespace Halide;
+    Expr u = reinterpret<uint32_t>(f);
+    Expr a = u & u32(0x7FFFFFFF);
+    Expr is_nan = a > u32(0x7F800000);
+    if (t == ElemType::bf16) {
+        return select(is_nan, u32(0x7FC0), (u + u32(0x7FFF) + ((u >> 16) & u32(1))) >> 16);
+    }
+    Expr sign = (u >> 16) & u32(0x8000);
+    // Normal halves: rebias the exponent (127 -> 15) and round off 13 mantissa bits; a
+    // carry rounds up into the exponent, and anything from 65520 up becomes inf.
+    Expr normal = min((a - u32(112u << 23) + u32(0xFFF) + ((a >> 13) & u32(1))) >> 13, u32(0x7C00));
+    // Subnormal halves are multiples of 2^-24: shift the full mantissa right, ties to even.
+    Expr biased_exp = a >> 23;
+    Expr mant = (a & u32(0x7FFFFF)) | select(biased_exp > 0, u32(0x800000), u32(0));
+    Expr s = clamp(u32(126) - min(biased_exp, u32(126)), u32(1), u32(31));
+    Expr q = mant >> s;
+    Expr rem = mant & ((u32(1) << s) - 1);
+    Expr half = u32(1) << (s - 1);
+    Expr sub = q + select(rem > half || (rem == half && (q & 1) == 1), u32(1), u32(0));
+    return select(is_nan, sign | u32(0x7E00), sign | select(a < u32(0x38800000), sub, normal));
+}
+
+// int8 bits (in the low 8 of a uint32) to float without an int-to-float instruction
+// (those run at a fraction of the FMA rate on the GPU): the byte biased to unsigned
+// becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.
+inline Expr int8_bits_to_float(Expr byte) {
+    using namespace Halide;
+    return reinterpret<float>(u32(0x4B000000) | (byte ^ u32(0x80))) - 8388736.0f;  // 2^23 + 128
+}
+
 }  // namespace schedx

@@ -1,0 +1,310 @@
+// Weight-only int8 linear (LLM inference):
+//   y[m][n] = (sum_k x[m][k] * float(W[n][k])) * scales[n] (+ bias[n])
+// x is bf16 or fp16 [M, K], W int8 [N, K], scales and bias bf16 or fp32 [N], y [M, N] in
+// x's dtype, rounded to nearest-even once from the fp32 accumulator. K is the contiguous
+// dimension of x and W (called k here), n the contiguous one of y. 16-bit formats travel
+// as uint16 bits (Halide's bf16 crashes the CUDA backend, ../shared/HALIDE.md).
+//
+// `stage` splits the same algorithm around a cuBLAS GEMM for large M: `dequantize` writes
+// W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
+// fp32 result into y with the scale and bias.
+#include "Halide.h"
+#include "numerics.h"
+
+namespace {
+
+using namespace Halide;
+using schedx::ElemType;
+
+enum class Stage { linear, dequantize, epilogue };
+
+class W8Linear : public Generator<W8Linear> {
+public:
+    GeneratorParam<ElemType> x_type{"x_type", ElemType::bf16, schedx::elem_type_names()};      // bf16 | fp16
+    GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp32
+    GeneratorParam<bool> with_bias{"with_bias", false};
+    GeneratorParam<Stage> stage{"stage", Stage::linear,
+                                {{"linear", Stage::linear}, {"dequantize", Stage::dequantize}, {"epilogue", Stage::epilogue}}};
+    // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
+    // cuda_words (stage=dequantize); cuda_general (stage=epilogue)
+    GeneratorParam<std::string> sched{"schedule", "cpu"};
+    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
+    GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
+    GeneratorParam<int> warps{"warps", 4};                  // warps per block
+    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch: rows of x per warp
+    GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
+
+    void configure() {
+        if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
+        if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
+        const std::string s = sched;
+        word_io = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk" || s == "cuda_words";
+        const Type half_t = word_io ? UInt(32) : UInt(16);
+        const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
+        switch (stage) {
+        case Stage::linear:
+            x = add_input<Buffer<>>("x", half_t, 2);
+            w = add_input<Buffer<>>("w", word_io ? UInt(32) : Int(8), 2);
+            scales = add_input<Buffer<>>("scales", scale_t, 1);
+            if (with_bias) bias = add_input<Buffer<>>("bias", scale_t, 1);
+            y = add_output<Buffer<>>("y", UInt(16), 2);
+            break;
+        case Stage::dequantize:
+            w = add_input<Buffer<>>("w", word_io ? UInt(32) : Int(8), 2);
+            w_out = add_output<Buffer<>>("w_out", half_t, 2);
+            break;
+        case Stage::epilogue:
+            acc_in = add_input<Buffer<>>("acc", Float(32), 2);
+            scales = add_input<Buffer<>>("scales", scale_t, 1);
+            if (with_bias) bias = add_input<Buffer<>>("bias", scale_t, 1);
+            y = add_output<Buffer<>>("y", UInt(16), 2);
+            break;
+        }
+    }
+
+    void generate() {
+        // THE ALGORITHM
+        // Element bits from word-typed buffers: byte/half i of a word is element 4j+i / 2j+i.
+        if (w) {
+            // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
+            // their results are never stored.
+            Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
+            if (word_io) {
+                wbits(k, n) = ((*w)(k / 4, nc) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
+            } else {
+                wbits(k, n) = cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc)));
+            }
+            wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
+        }
+        if (stage == Stage::dequantize) {
+            if (word_io) {
+                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n), x_type) |
+                                 (schedx::float_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
+            } else {
+                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n), x_type));
+            }
+        } else {
+            if (stage == Stage::linear) {
+                Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
+                if (word_io) {
+                    xbits(k, m) = ((*x)(k / 2, mc) >> (cast<uint32_t>(k % 2) * 16)) & schedx::u32(0xFFFF);
+                } else {
+                    xbits(k, m) = cast<uint32_t>((*x)(k, mc));
+                }
+                xf(k, m) = schedx::decode_to_float(xbits(k, m), x_type);
+                // Word schedules take K in whole steps (asserted by constrain_words);
+                // saying so in the extent lets their splits of r be exact.
+                Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
+                if (k_step() > 1) kk = (kk / k_step()) * k_step();
+                r = RDom(0, kk, "r");
+                acc(n, m) = 0.0f;
+                acc(n, m) += xf(r, m) * wf(r, n);
+            } else {
+                acc(n, m) = (*acc_in)(n, m);
+            }
+            Expr nc = clamp(n, 0, scales->dim(0).extent() - 1);
+            Expr out = acc(n, m) * scale_value((*scales)(nc));
+            if (bias) out += scale_value((*bias)(nc));
+            (*y)(n, m) = cast<uint16_t>(schedx::float_to_half_bits(out, x_type));
+        }
+
+        // ESTIMATES
+        const int epw = word_io ? 2 : 1, wpw = word_io ? 4 : 1;
+        if (x) x->set_estimates({{0, 8192 / epw}, {0, 16}});
+        if (w) w->set_estimates({{0, 8192 / wpw}, {0, 8192}});
+        if (w_out) w_out->set_estimates({{0, 8192 / epw}, {0, 8192}});
+        if (acc_in) acc_in->set_estimates({{0, 8192}, {0, 1024}});
+        if (scales) scales->set_estimates({{0, 8192}});
+        if (bias) bias->set_estimates({{0, 8192}});
+        if (y) y->set_estimates({{0, 8192}, {0, stage == Stage::epilogue ? 1024 : 16}});
+
+        // THE SCHEDULE
+        if (using_autoscheduler()) return;
+        const std::string s = sched;
+        if (stage == Stage::dequantize) {
+            if (s != "cuda_words") throw std::invalid_argument("stage=dequantize takes schedule=cuda_words");
+            schedule_dequantize();
+        } else if (stage == Stage::epilogue) {
+            if (s != "cuda_general") throw std::invalid_argument("stage=epilogue takes schedule=cuda_general");
+            schedule_epilogue();
+        } else if (s == "cpu") {
+            schedule_cpu();
+        } else if (s == "cuda_general") {
+            schedule_cuda_general();
+        } else if (s == "cuda_gemv" || s == "cuda_smallbatch") {
+            schedule_cuda_warp_rows();
+        } else if (s == "cuda_splitk") {
+            schedule_cuda_splitk();
+        } else {
+            throw std::invalid_argument("unknown schedule " + s);
+        }
+    }
+
+private:
+    Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
+    bool word_io = false;
+    Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
+    Output<Buffer<>> *y = nullptr, *w_out = nullptr;
+    Func xbits{"xbits"}, xf{"xf"}, wbits{"wbits"}, wf{"wf"}, acc{"acc"};
+    RDom r;
+
+    // K elements per step of the word schedules' reduction (1: any K).
+    int k_step() const {
+        const std::string s = sched;
+        if (stage != Stage::linear || !word_io) return 1;
+        return 32 * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
+    }
+
+    Expr scale_value(Expr e) {
+        return scale_type == ElemType::fp32 ? e : schedx::decode_to_float(e, ElemType::bf16);
+    }
+
+    // Word-typed buffers start at 0 with rows 16 bytes apart, so that Halide can prove
+    // 4-word vectors aligned (the 128-bit access rule); K is whole steps of `k_step`.
+    void constrain_words() {
+        x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (k_step() / 2)) * (k_step() / 2));
+        x->dim(1).set_min(0).set_stride((x->dim(1).stride() / 4) * 4);
+        w->dim(0).set_min(0).set_extent(x->dim(0).extent() / 2);
+        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);
+    }
+
+    // CPU: each output is one dot product of two contiguous rows, vectorized along K with
+    // the partial sums in vector lanes (rfactor); outputs in parallel blocks of columns so
+    // that the W rows of a block are read once while x stays in cache. Not yet measured.
+    void schedule_cpu() {
+        const int vec = natural_vector_size<float>() * 2;
+        RVar ro("ro"), ri("ri");
+        Func intm = acc.update().split(r, ro, ri, vec, TailStrategy::GuardWithIf).rfactor(ri, v);
+        y->split(n, no, ni, 16, TailStrategy::GuardWithIf).reorder(ni, m, no).parallel(no);
+        intm.compute_at(*y, ni).vectorize(v);
+        intm.update().vectorize(v);
+    }
+
+    // Any shape, leading dimension and alignment: one warp per output, its 32 lanes
+    // striding over K with element loads and guarded tails, the partials summed by warp
+    // shuffles. The reference the tuned schedules are checked against. Not yet measured.
+    void schedule_cuda_general() {
+        RVar ro("ro"), rl("rl");
+        y->split(n, no, nw, 8, TailStrategy::GuardWithIf)
+            .split(nw, nw, nl, 1)
+            .reorder(nl, nw, no, m)
+            .gpu_blocks(no, m)
+            .gpu_threads(nl, nw);
+        Func intm = acc.update().split(r, ro, rl, 32, TailStrategy::GuardWithIf).rfactor(rl, u);
+        intm.compute_at(*y, nw).gpu_lanes(u);
+        intm.update().gpu_lanes(u);
+    }
+
+    // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp
+    // columns n of y and `batch` rows m. Per step each lane loads load_words W words of
+    // each of its columns in one 16-byte access (uint32 words) and the matching
+    // 2*load_words x words of each of its rows once, then uses every x value for all its
+    // columns and every weight for all its rows from registers; int8 converts by the
+    // float bit trick. The lanes' partials meet by warp shuffles at the end. Columns
+    // beyond N and rows beyond M compute clamped copies that are never stored.
+    // M = 1 is bound by reading W once; B rows reuse each weight B times, which keeps
+    // B <= 16 memory-bound on CUDA cores (../shared/ANCHORS.md). Not yet measured.
+    void schedule_cuda_warp_rows() {
+        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
+        constrain_words();
+        y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
+            .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
+            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
+            .split(nw, nw, nl, 1)
+            .reorder(mi, ni, nl, nw, no, mo)
+            .unroll(mi)
+            .unroll(ni)
+            .gpu_blocks(no, mo)
+            .gpu_threads(nl, nw);
+
+        RVar ro("ro"), rl("rl"), rw("rw"), rb("rb");
+        Func intm = acc.update()
+                        .split(r, ro, rl, k_step(), TailStrategy::GuardWithIf)
+                        .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
+                        .split(rw, rw, rb, 4, TailStrategy::GuardWithIf)
+                        .rfactor({{rl, u}, {rw, v}});
+        // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
+        // so the accumulators are a fixed set of registers.
+        intm.compute_at(*y, nw).bound_extent(n, R).bound_extent(m, B).vectorize(v).unroll(n).unroll(m).gpu_lanes(u);
+        intm.update()
+            .reorder(v, rb, n, m, ro, u)
+            .vectorize(v)
+            .unroll(rb)
+            .unroll(n)
+            .unroll(m)
+            .gpu_lanes(u);
+        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors
+        // (clamping at the edges of y makes the row counts guarded, not constant; the
+        // guarded K split hides that a step is whole, RoundUp restates it).
+        Func w_regs = w->in(wbits), x_regs = x->in(xbits);
+        w_regs.compute_at(intm, ro)
+            .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
+            .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
+            .bound_storage(w_regs.args()[0], LW)
+            .bound_storage(w_regs.args()[1], R);
+        x_regs.compute_at(intm, ro)
+            .vectorize(x_regs.args()[0], 2 * LW, TailStrategy::RoundUp)
+            .unroll(x_regs.args()[1], B, TailStrategy::GuardWithIf)
+            .bound_storage(x_regs.args()[0], 2 * LW)
+            .bound_storage(x_regs.args()[1], B);
+    }
+
+    // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU. Here
+    // a block owns rows_per_warp columns and split_k warps share their K range
+    // (interleaved steps, 16-byte W loads); each warp's partial goes through shared
+    // memory and one thread per output sums split_k of them. M rows run as blocks.
+    // Not yet measured.
+    void schedule_cuda_splitk() {
+        const int R = rows_per_warp, LW = load_words, S = split_k;
+        const int step = 32 * LW * 4;
+        constrain_words();
+        y->split(n, no, ni, R, TailStrategy::GuardWithIf).reorder(ni, no, m).gpu_blocks(no, m).gpu_threads(ni);
+
+        RVar ro("ro"), rs("rs"), rl("rl"), rw("rw"), rb("rb");
+        Func per_warp = acc.update()
+                            .split(r, ro, rl, step * S, TailStrategy::GuardWithIf)
+                            .split(rl, rs, rl, step, TailStrategy::GuardWithIf)
+                            .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
+                            .split(rw, rw, rb, 4, TailStrategy::GuardWithIf)
+                            .rfactor(rs, s);
+        Func intm = per_warp.update().rfactor({{rl, u}, {rw, v}});
+        per_warp.compute_at(*y, no).bound_extent(n, R).store_in(MemoryType::GPUShared).split(s, s, nl, 1).gpu_threads(nl, s);
+        per_warp.update().split(s, s, nl, 1).reorder(n, nl, s).unroll(n).gpu_threads(nl, s);
+        intm.compute_at(per_warp, s).bound_extent(n, R).vectorize(v).unroll(n).gpu_lanes(u);
+        intm.update().reorder(v, rb, n, ro, u).vectorize(v).unroll(rb).unroll(n).gpu_lanes(u);
+        Func w_regs = w->in(wbits);
+        w_regs.compute_at(intm, ro)
+            .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
+            .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
+            .bound_storage(w_regs.args()[0], LW)
+            .bound_storage(w_regs.args()[1], R);
+    }
+
+    // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores
+    // of x's dtype per thread. Bandwidth-bound; the GEMM that follows dominates.
+    void schedule_dequantize() {
+        w->dim(0).set_min(0).set_extent((w->dim(0).extent() / 4) * 4);
+        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);
+        w_out->dim(0).set_min(0).set_extent(w->dim(0).extent() * 2);
+        w_out->dim(1).set_min(0).set_stride((w_out->dim(1).stride() / 4) * 4);
+        Var ko("ko"), ki("ki"), kt("kt"), nb("nb");
+        w_out->split(k, kt, ki, 8, TailStrategy::RoundUp)
+            .split(kt, ko, kt, 64, TailStrategy::GuardWithIf)
+            .split(n, nb, ni, 4, TailStrategy::GuardWithIf)
+            .reorder(ki, kt, ni, ko, nb)
+            .vectorize(ki)
+            .gpu_blocks(ko, nb)
+            .gpu_threads(kt, ni);
+        Func w_regs = w->in(wbits);
+        w_regs.compute_at(*w_out, kt).vectorize(w_regs.args()[0]);
+    }
+
+    // Epilogue of the cuBLAS path: elementwise over the fp32 GEMM result.
+    void schedule_epilogue() {
+        y->gpu_tile(n, m, no, mo, ni, mi, 128, 2, TailStrategy::GuardWithIf);
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(W8Linear, w8_linear)

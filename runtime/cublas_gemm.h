@@ -1,0 +1,27 @@
+// The GEMM of the large-M w8_linear path, through cuBLAS without a link-time dependency:
+// libcublas is dlopened on first use (like the driver in cuda_interop), so libschedx
+// loads and runs without the CUDA Toolkit; the path is then simply not runnable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "schedx/schedx.h"
+
+namespace schedx {
+
+// True once libcublas is loaded (tried on the first call, then remembered).
+bool cublas_available();
+
+// Device scratch for one (context, stream): at least `bytes`, 256-byte aligned. Cached
+// per device and stream, grown on demand and never freed (no allocation per call once
+// warm). Calls on one stream run in order, so reusing the scratch is race-free; two
+// streams get two scratches because their calls may overlap.
+schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
+
+// c[m][n] (fp32, leading dim ldc) = a[m][k] * b[n][k]^T with a and b of one 16-bit dtype
+// (fp16 when `fp16`, else bf16), fp32 accumulation, on `stream` in `context`.
+schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
+                              int64_t ldb, float *c, int64_t ldc, int64_t m, int64_t n, int64_t k);
+
+}  // namespace schedx

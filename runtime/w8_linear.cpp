@@ -1,0 +1,155 @@
+// schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
+// or dequantize + cuBLAS + epilogue for the large-M path).
+#include <string>
+#include <vector>
+
+#include "cublas_gemm.h"
+#include "dispatch.h"
+#include "pipeline_call.h"
+#include "registry.h"
+#include "status.h"
+#include "validate.h"
+
+namespace schedx {
+namespace {
+
+const char *half_name(schedx_dtype t) {
+    switch (t) {
+    case SCHEDX_BF16: return "bf16";
+    case SCHEDX_FP16: return "fp16";
+    default: return nullptr;
+    }
+}
+
+struct W8LinearCall {
+    const void *x;
+    int64_t m, k, ldx;
+    const int8_t *w;
+    int64_t n, ldw;
+    const void *scales, *bias;
+    int scale_bytes;
+    void *y;
+    int64_t ldy;
+};
+
+bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize"; }
+
+// The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
+bool words_fit(const W8LinearCall &c, int64_t k_step) {
+    return aligned16(c.x) && aligned16(c.w) && (c.ldx * 2) % 16 == 0 && c.ldw % 16 == 0 && c.k % k_step == 0;
+}
+
+// Shape rules for the default choice; until the tuning database has measured a shape the
+// boundaries (split-K up to N = 1024, cuBLAS above M = 16) are placeholders.
+bool can_run(const Variant &v, const W8LinearCall &c) {
+    const std::string s = v.param("schedule");
+    const int64_t step = 128 * v.param_int("load_words", 4);
+    if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
+    if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
+    if (s == "cuda_splitk") return c.m == 1 && c.n <= 1024 && words_fit(c, step * v.param_int("split_k", 8));
+    // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
+    if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    return true;
+}
+
+void bind_common(PipelineCall &call, const W8LinearCall &c) {
+    call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
+    if (c.bias) call.bind_vector("bias", c.bias, c.n, c.scale_bytes);
+    call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
+}
+
+// Large M: W in x's dtype into the workspace, fp32 GEMM result after it, then the
+// epilogue applies scale and bias and rounds once, as the fused variants do.
+schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, const std::string &scale_type,
+                              void *stream) {
+    const Variant *epilogue = nullptr;
+    for (const Variant &v : registry()) {
+        if (v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
+            v.param("scale_type", "bf16") == scale_type && (v.param("with_bias") == "true") == (c.bias != nullptr)) {
+            epilogue = &v;
+        }
+    }
+    if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no w8_linear_epilogue variant for " + dequant.name);
+    void *ctx = nullptr;
+    schedx_status s = cuda_context_for(c.w, "w", &ctx);
+    if (s) return s;
+    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
+    void *ws = nullptr;
+    if ((s = cuda_workspace(ctx, stream, w_bytes + size_t(c.m) * size_t(c.n) * 4, &ws))) return s;
+    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+    {
+        PipelineCall call(dequant, stream);
+        call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
+        if ((s = call.run())) return s;
+    }
+    if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, c.n, c.m, c.n, c.k))) return s;
+    PipelineCall call(*epilogue, stream);
+    call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
+    bind_common(call, c);
+    return call.run();
+}
+
+}  // namespace
+}  // namespace schedx
+
+extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                                          const int8_t *w, int64_t n, int64_t ldw, const void *scales,
+                                          schedx_dtype scales_dtype, const void *bias, void *y, int64_t ldy,
+                                          schedx_device device, void *stream) {
+    using namespace schedx;
+    clear_error();
+    Device dev;
+    schedx_status s;
+    if ((s = check_device(device, &dev)) || (s = check_not_null("x", x)) || (s = check_not_null("w", w)) ||
+        (s = check_not_null("scales", scales)) || (s = check_not_null("y", y)) || (s = check_positive("m", m)) ||
+        (s = check_positive("k", k)) || (s = check_positive("n", n))) {
+        return s;
+    }
+    const char *x_type = half_name(x_dtype);
+    if (!x_type) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16 or fp16");
+    }
+    if (scales_dtype != SCHEDX_BF16 && scales_dtype != SCHEDX_FP32) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "scales_dtype " + std::to_string(static_cast<int>(scales_dtype)) + " is not bf16 or fp32");
+    }
+    if ((s = check_leading_dim("ldx", ldx, "k", k)) || (s = check_leading_dim("ldw", ldw, "k", k)) ||
+        (s = check_leading_dim("ldy", ldy, "n", n))) {
+        return s;
+    }
+    const int scale_bytes = scales_dtype == SCHEDX_FP32 ? 4 : 2;
+    std::vector<Span> spans{{"x", x, m, k, ldx, 2, false},
+                            {"w", w, n, k, ldw, 1, false},
+                            {"scales", scales, 1, n, n, scale_bytes, false},
+                            {"y", y, m, n, ldy, 2, true}};
+    if (bias) spans.push_back({"bias", bias, 1, n, n, scale_bytes, false});
+    if ((s = check_spans(spans, dev))) return s;
+
+    const W8LinearCall c{x, m, k, ldx, w, n, ldw, scales, bias, scale_bytes, y, ldy};
+    const std::string scale_type = scales_dtype == SCHEDX_FP32 ? "fp32" : "bf16";
+    std::vector<const Variant *> candidates, runnable;
+    for (const Variant &v : registry()) {
+        if (v.op != "w8_linear" || v.device != dev || v.param("x_type") != x_type) continue;
+        // The cuBLAS path leaves scale and bias to its epilogue, so it serves every kind.
+        if (!is_cublas_path(v) && (v.param("scale_type", "bf16") != scale_type ||
+                                   (v.param("with_bias") == "true") != (bias != nullptr))) {
+            continue;
+        }
+        candidates.push_back(&v);
+        if (can_run(v, c)) runnable.push_back(&v);
+    }
+    const Workload wl{"w8_linear",
+                      std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
+                      {m, n, k}};
+    const Variant *v = nullptr;
+    if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
+    if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream);
+
+    PipelineCall call(*v, stream);
+    call.bind_matrix("x", x, m, k, ldx, 2);
+    call.bind_matrix("w", w, n, k, ldw, 1);
+    bind_common(call, c);
+    return call.run();
+}

@@ -240,7 +240,7 @@ class W8LinearTest(unittest.TestCase):
                         x = rng.standard_normal((m, k)).astype(xdt)
                         w = rng.integers(-128, 128, (n, k), dtype=np.int8)
                         scales = (rng.random(n) * 0.02 + 0.001).astype(sdt)
-                        bias = rng.standard_normal(n).astype(xdt) if with_bias else None
+                        bias = rng.standard_normal(n).astype(sdt) if with_bias else None
                         with self.subTest(m=m, n=n, k=k, x=np.dtype(xdt).name, scales=np.dtype(sdt).name,
                                           bias=with_bias):
                             y = schedx.w8_linear(x, w, scales, bias)
@@ -275,7 +275,7 @@ class W8LinearTest(unittest.TestCase):
             (Status.ERR_UNSUPPORTED_DTYPE, "w must be int8", (x, w.astype(np.float32), s)),
             (Status.ERR_BAD_SIZE, "scales must have shape (3,)", (x, w, np.ones(4, np.float32))),
             (Status.ERR_BAD_LEADING_DIM, "row-major", (x, np.ones((8, 3), np.int8).T, s)),
-            (Status.ERR_UNSUPPORTED_DTYPE, "bias must have x's dtype", (x, w, s, np.ones(3, np.float32))),
+            (Status.ERR_UNSUPPORTED_DTYPE, "bias must have the dtype of scales", (x, w, s, np.ones(3, np.float16))),
             (Status.ERR_BAD_SIZE, "positive", (np.ones((0, 8), ml_dtypes.bfloat16), w, s)),
         ]
         for status, text, args in cases:

@@ -212,8 +212,8 @@ def w8_linear(x, w, scales, bias=None):
     """y = (x @ w.T) * scales (+ bias), with int8 w converted inside the kernel.
 
     x: [M, K] bf16 or fp16 (row-major, any row stride); w: [N, K] int8 (row-major, any
-    row stride); scales: [N] bf16 or fp32, contiguous; bias: None or [N] in x's dtype,
-    contiguous. Returns y [M, N] contiguous, in x's dtype.
+    row stride); scales: [N] bf16 or fp32, contiguous; bias: None or [N] in scales'
+    dtype, contiguous. Returns y [M, N] contiguous, in x's dtype.
     """
     if not has_w8_linear():
         raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")
@@ -231,9 +231,10 @@ def w8_linear(x, w, scales, bias=None):
         ba = _Array(bias, "bias")
         ba.same_place(xa, "bias", "x")
         ba.vector("bias", n)
-        # The C ABI takes bias in x's dtype without a dtype argument of its own.
-        if bias.dtype != x.dtype:
-            raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"bias must have x's dtype {x.dtype}, got {bias.dtype}")
+        # The C ABI reads bias in scales_dtype: it has no dtype argument of its own.
+        if ba.dtype != sa.dtype:
+            raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"bias must have the dtype of scales ({scales.dtype}), "
+                         f"got {bias.dtype}")
     y = _empty(xa, (m, n), x.dtype)
     _capi.check(_capi.lib().schedx_w8_linear(
         xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), n, xa.device,

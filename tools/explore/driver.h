@@ -1,0 +1,43 @@
+// One operator's part in schedx-explore: its buffers for a shape, one call, the check
+// against an independent reference and the bytes a call must move. main.cpp does the
+// rest (variants, timing, tables, database) the same way for every operator.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+
+namespace explore {
+
+// An operator call at one shape with its buffers allocated: `sets` copies of every
+// argument, rotated through while timing.
+class Instance {
+public:
+    virtual ~Instance() = default;
+    virtual int sets() const = 0;
+    // Bytes read + written by one call: the least any schedule must move.
+    virtual uint64_t bytes_moved() const = 0;
+    // One call on buffer set `set`, queued on the device (the dispatcher picks the variant,
+    // or the forced one runs).
+    virtual schedx_status run(int set) = 0;
+    // Poisons set 0's outputs, runs it and compares with the reference: "" or the first
+    // mismatch. Throws std::runtime_error when the device fails.
+    virtual std::string check() = 0;
+};
+
+struct OpDriver {
+    std::string op;                    // the registry's operator name
+    std::string shape_dims;            // how a shape is written, e.g. "MxK"
+    std::vector<std::string> configs;  // argument variations explored, e.g. "bf16", "bf16+amax"
+    std::vector<std::vector<int64_t>> cpu_shapes, cuda_shapes;  // defaults per device
+    std::function<std::unique_ptr<Instance>(Backend &, const std::string &config, const std::vector<int64_t> &shape)>
+        make;
+};
+
+const OpDriver &cast_transpose_driver();
+
+}  // namespace explore

@@ -1,0 +1,279 @@
+// schedx-explore: for each operator, shape and applicable variant, check the variant
+// against an independent reference, time it, rank it against a copy-bandwidth ceiling
+// measured in the same run, and append the measurements to the tuning database that
+// dispatch reads. See --help.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <stdexcept>
+
+#include "backend.h"
+#include "dispatch.h"
+#include "driver.h"
+#include "report.h"
+#include "tuning_db.h"
+
+namespace explore {
+namespace {
+
+// Launches per timed sample are chosen so a sample lasts about this long: long enough
+// for the clock and launch gaps not to matter, short enough to explore many shapes.
+constexpr double kSampleUs = 2000;
+
+const std::vector<const OpDriver *> &drivers() {
+    static const std::vector<const OpDriver *> all{&cast_transpose_driver()};
+    return all;
+}
+
+// Median and 10th/90th percentiles of `repeats` samples, each the mean of enough
+// back-to-back launches (rotating through the buffer sets) to last kSampleUs.
+Measurement measure(Backend &b, const std::function<void(int)> &launch, int sets, int repeats) {
+    int next = 0;
+    auto sample = [&](int n) {
+        const int first = next;
+        next = int((int64_t(next) + n) % sets);
+        return b.elapsed_us([&](int i) { launch(int((int64_t(first) + i) % sets)); }, n) / n;
+    };
+    sample(1);  // warm-up: the first call loads the CUDA module or starts the CPU thread pool
+    const int n = std::clamp(int(kSampleUs / std::max(sample(3), 0.05)), 1, 100000);
+    sample(n);
+    std::vector<double> t;
+    for (int r = 0; r < repeats; r++) t.push_back(sample(n));
+    std::sort(t.begin(), t.end());
+    auto at = [&](double q) { return t[size_t(q * (t.size() - 1) + 0.5)]; };
+    return {at(0.5), at(0.1), at(0.9), repeats};
+}
+
+// GB/s (bytes read + written) of copying `bytes` with the same buffer rotation a
+// kernel moving 2 * `bytes` gets.
+double copy_ceiling_gbps(Backend &b, size_t bytes, int repeats) {
+    const int sets = rotation_sets(b, 2 * uint64_t(bytes));
+    Pool src(b, bytes, sets), dst(b, bytes, sets);
+    b.fill(src.at(0), 0x3C, src.slot_bytes() * sets);  // touched, so no page is the shared zero page
+    b.fill(dst.at(0), 0, dst.slot_bytes() * sets);
+    const Measurement t = measure(b, [&](int s) { b.copy(dst.at(s), src.at(s), bytes); }, sets, repeats);
+    return 2.0 * double(bytes) / t.median_us / 1e3;
+}
+
+void throw_if_failed(schedx_status s) {
+    if (s != SCHEDX_OK) throw std::runtime_error("status " + std::to_string(s) + ": " + schedx_last_error());
+}
+
+struct Options {
+    std::string op = "all", device = "auto", db, csv, svg;
+    std::vector<std::string> shapes;
+    int repeats = 11;
+    bool list = false, all = false;
+};
+
+std::vector<int64_t> parse_shape(const std::string &text, const OpDriver &d) {
+    std::vector<int64_t> shape;
+    size_t pos = 0;
+    while (pos <= text.size()) {
+        const size_t x = std::min(text.find('x', pos), text.size());
+        size_t used = 0;
+        const std::string dim = text.substr(pos, x - pos);
+        const long long v = dim.empty() ? 0 : std::stoll(dim, &used);
+        if (used != dim.size() || v <= 0) throw CLI::ValidationError("--shapes", "bad shape " + text);
+        shape.push_back(v);
+        pos = x + 1;
+    }
+    const size_t rank = size_t(std::count(d.shape_dims.begin(), d.shape_dims.end(), 'x') + 1);
+    if (shape.size() != rank) {
+        throw CLI::ValidationError("--shapes", d.op + " shapes are " + d.shape_dims + ", not " + text);
+    }
+    return shape;
+}
+
+void print_registry() {
+    std::printf("%-40s %-16s %-6s %s\n", "name", "op", "device", "params");
+    for (int i = 0; i < schedx_variant_count(); i++) {
+        schedx_variant_info v;
+        schedx_get_variant(i, &v);
+        std::printf("%-40s %-16s %-6s %s\n", v.name, v.op, v.device, v.params);
+    }
+}
+
+std::string utc_date() {
+    const std::time_t now = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&now, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+class Explorer {
+public:
+    Explorer(Backend &b, int repeats, double run_ceiling_gbps)
+        : b_(b), repeats_(repeats), run_ceiling_gbps_(run_ceiling_gbps), tty_(isatty(2)) {}
+
+    // Explores one shape; returns its rows (the table) and appends its records.
+    std::vector<Row> shape(const OpDriver &d, const std::string &config, const std::vector<int64_t> &shape) {
+        const std::string shape_text = schedx::shape_string(shape);
+        progress(d.op + " " + config + " " + shape_text + ": allocating");
+        std::unique_ptr<Instance> inst = d.make(b_, config, shape);
+        // An unforced call tells which variants apply and the workload key, as dispatch sees them.
+        throw_if_failed(schedx_force_variant(d.op.c_str(), nullptr));
+        throw_if_failed(inst->run(0));
+        const schedx::DispatchTrace trace = *schedx::last_dispatch(d.op);
+        const double ceiling =
+            run_ceiling_gbps_ > 0 ? run_ceiling_gbps_ : copy_ceiling_gbps(b_, inst->bytes_moved() / 2, repeats_);
+        auto row = [&](const std::string &variant, Outcome outcome, const std::string &note, Measurement t) {
+            return Row{d.op, trace.workload.dtypes, shape_text, variant, outcome, note, t,
+                       t.median_us > 0 ? double(inst->bytes_moved()) / t.median_us / 1e3 : 0, ceiling};
+        };
+        auto time_current = [&] {
+            return measure(b_, [&](int set) { throw_if_failed(inst->run(set)); }, inst->sets(), repeats_);
+        };
+        std::vector<Row> rows;
+        std::vector<schedx::TuningRecord> records;
+        int index = 0;
+        for (const schedx::Variant *v : trace.candidates) {
+            progress(d.op + " " + trace.workload.dtypes + " " + shape_text + ": " + std::to_string(++index) + "/" +
+                     std::to_string(trace.candidates.size()) + " " + v->name);
+            if (std::find(trace.runnable.begin(), trace.runnable.end(), v) == trace.runnable.end()) {
+                rows.push_back(row(v->name, Outcome::skipped, "cannot run this shape or alignment", {}));
+                continue;
+            }
+            throw_if_failed(schedx_force_variant(d.op.c_str(), v->name.c_str()));
+            try {
+                const std::string wrong = inst->check();
+                if (!wrong.empty()) {
+                    rows.push_back(row(v->name, Outcome::failed, "wrong result " + wrong, {}));
+                    failures_++;
+                    continue;
+                }
+                const Measurement t = time_current();
+                rows.push_back(row(v->name, Outcome::ok, "", t));
+                records.push_back({trace.workload, v->name, t.median_us, t.p10_us, t.p90_us, t.repeats});
+            } catch (const std::exception &e) {
+                rows.push_back(row(v->name, Outcome::failed, e.what(), {}));
+                failures_++;
+            }
+        }
+        throw_if_failed(schedx_force_variant(d.op.c_str(), nullptr));
+        if (!records.empty()) {
+            throw_if_failed(schedx::tuning_db_append(records));
+            appended_ += records.size();
+        }
+        // Dispatch check: the call as a user makes it, now that the database has this shape.
+        progress(d.op + " " + trace.workload.dtypes + " " + shape_text + ": dispatch");
+        const Measurement t = time_current();
+        const schedx::DispatchTrace &after = *schedx::last_dispatch(d.op);
+        rows.push_back(row(after.chosen->name, Outcome::dispatch, after.reason, t));
+        progress("");
+        return rows;
+    }
+
+    int failures() const { return failures_; }
+    size_t appended() const { return appended_; }
+
+private:
+    // One line on stderr, rewritten in place on a terminal.
+    void progress(const std::string &line) {
+        if (tty_) {
+            std::fprintf(stderr, "\r\033[K%s", line.c_str());
+        } else if (!line.empty()) {
+            std::fprintf(stderr, "%s\n", line.c_str());
+        }
+    }
+
+    Backend &b_;
+    int repeats_;
+    double run_ceiling_gbps_;
+    bool tty_;
+    int failures_ = 0;
+    size_t appended_ = 0;
+};
+
+int run(const Options &o) {
+    if (o.list) {
+        print_registry();
+        return 0;
+    }
+    std::unique_ptr<Backend> b;
+    if (o.device != "cpu") {
+        std::string why;
+        b = make_cuda_backend(&why);
+        if (!b && o.device == "cuda") throw std::runtime_error("--device cuda: " + why);
+        if (!b) std::fprintf(stderr, "schedx-explore: %s; exploring the CPU variants\n", why.c_str());
+    }
+    if (!b) b = make_cpu_backend();
+    if (!o.db.empty()) setenv("SCHEDX_TUNING_DB", o.db.c_str(), 1);
+
+    std::vector<const OpDriver *> selected;
+    for (const OpDriver *d : drivers()) {
+        if (o.all || o.op == "all" || o.op == d->op) selected.push_back(d);
+    }
+    const RunInfo info{b->device_kind(), b->name(),
+                       b->device() == SCHEDX_DEVICE_CUDA ? "device-to-device copy" : "memcpy of half the bytes moved",
+                       utc_date()};
+    // On the GPU one large copy is the ceiling for every shape (as ../shared/ANCHORS.md
+    // measures it); on the CPU the copy is sized per shape, since caches decide its speed.
+    double run_ceiling = 0;
+    if (b->device() == SCHEDX_DEVICE_CUDA) {
+        std::fprintf(stderr, "measuring the device-to-device copy bandwidth\n");
+        run_ceiling = copy_ceiling_gbps(*b, size_t(1) << 30, o.repeats);
+        std::printf("%s: device-to-device copy of 1 GiB: %.0f GB/s (read + write)\n", info.device_name.c_str(),
+                    run_ceiling);
+    }
+    Explorer explorer(*b, o.repeats, run_ceiling);
+    std::vector<Row> all_rows;
+    for (const OpDriver *d : selected) {
+        std::vector<std::vector<int64_t>> shapes;
+        for (const std::string &s : o.shapes) shapes.push_back(parse_shape(s, *d));
+        if (shapes.empty()) shapes = b->device() == SCHEDX_DEVICE_CUDA ? d->cuda_shapes : d->cpu_shapes;
+        for (const std::string &config : d->configs) {
+            for (const auto &shape : shapes) {
+                std::vector<Row> rows = explorer.shape(*d, config, shape);
+                print_table(stdout, rows, info);
+                std::fflush(stdout);
+                all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+            }
+        }
+    }
+    if (!o.csv.empty()) write_csv(o.csv, all_rows, info);
+    if (!o.svg.empty()) write_svg(o.svg, all_rows, info);
+    std::printf("\n%zu measurements appended to %s\n", explorer.appended(), schedx::tuning_db_path().c_str());
+    if (explorer.failures()) std::printf("%d variant(s) FAILED their check\n", explorer.failures());
+    return explorer.failures() ? 2 : 0;
+}
+
+}  // namespace
+}  // namespace explore
+
+int main(int argc, char **argv) {
+    explore::Options o;
+    CLI::App app{"Checks, times and ranks every applicable schedx variant per shape, and records the times in the "
+                 "tuning database that dispatch reads."};
+    std::vector<std::string> ops{"all"};
+    for (const explore::OpDriver *d : explore::drivers()) ops.push_back(d->op);
+    auto *op = app.add_option("--op", o.op, "operator to explore")->check(CLI::IsMember(ops));
+    app.add_flag("--all", o.all, "every operator, default shapes")->excludes(op);
+    app.add_option("--shapes", o.shapes, "shapes, e.g. 4096x4096,8192x8192 (default: per operator and device)")
+        ->delimiter(',');
+    app.add_option("--device", o.device, "cpu, cuda, or auto: cuda when a GPU is present")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+    app.add_option("--repeats", o.repeats, "timed samples per variant (median and p10/p90 reported)")
+        ->check(CLI::Range(1, 1000));
+    app.add_option("--db", o.db, "tuning database (default: $SCHEDX_TUNING_DB, else ~/.cache/schedx/tuning.jsonl)");
+    app.add_option("--csv", o.csv, "write every measurement to this CSV file");
+    app.add_option("--svg", o.svg, "write a chart of percent-of-ceiling per variant per shape");
+    app.add_flag("--list", o.list, "print the variant registry and exit");
+    CLI11_PARSE(app, argc, argv);
+    if (!o.shapes.empty() && !o.all && o.op == "all" && explore::drivers().size() > 1) {
+        std::fprintf(stderr, "--shapes needs a single --op (operators write shapes differently)\n");
+        return 1;
+    }
+    try {
+        return explore::run(o);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "schedx-explore: %s\n", e.what());
+        return 1;
+    }
+}

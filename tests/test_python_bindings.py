@@ -5,14 +5,20 @@ and ml-dtypes, and the file runs as a script. ctest sets SCHEDX_LIBRARY to the l
 just built and PYTHONPATH to python/.
 """
 
+import os
 import sys
+import tempfile
 import unittest
 
 import ml_dtypes
 import numpy as np
 
-import schedx
-from schedx import SchedxError, Status
+# Dispatch must not depend on a tuning database the user happens to have: point it at
+# a file that does not exist.
+os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
+
+import schedx  # noqa: E402
+from schedx import SchedxError, Status  # noqa: E402
 
 
 class Fp8Table:

@@ -45,7 +45,7 @@ Driver &driver() {
         };
         if (!(sym(d.cuInit, "cuInit") && sym(d.cuPointerGetAttribute, "cuPointerGetAttribute") &&
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
-              sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain_v2") &&
+              sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion"))) {
             d.error = "CUDA driver lacks a required entry point";
             return;

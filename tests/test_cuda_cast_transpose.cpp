@@ -84,6 +84,8 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         for (Shape s : shapes) {
             for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
                 for (float scale : {1.0f, 448.0f / 3.7f, 0x1p-12f}) {
+                    // The large ragged shape once per variant: its CPU reference dominates the run time.
+                    if (s.m * s.k > 1000000 && (f != SCHEDX_E4M3FN || scale != 1.0f)) continue;
                     CastTransposeCase c{s.m, s.k, s.ldx, s.ld_rows, s.ld_cols, dt, f, scale};
                     c.rows = outputs != "cols";
                     c.cols = outputs != "rows";
@@ -94,7 +96,8 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                     CAPTURE(scale);
                     auto bits = dt == SCHEDX_FP32 ? random_bits : (s.m * s.k >= 65536 ? all_patterns : random_half);
                     CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
-                    CHECK(std::string(schedx_last_variant("cast_transpose")) == info.name);
+                    const char *last = schedx_last_variant("cast_transpose");
+                    CHECK(std::string(last ? last : "none") == info.name);
                     // The non-fused variants also serve amax through the abs_max pass.
                     c.amax = true;
                     CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
@@ -109,6 +112,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
 
 TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes") {
     auto schedule_of_last = [] {
+        if (!schedx_last_variant("cast_transpose")) return std::string("none");
         for (int i = 0; i < schedx_variant_count(); i++) {
             schedx_variant_info info;
             schedx_get_variant(i, &info);

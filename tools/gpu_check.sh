@@ -18,7 +18,7 @@ for step in $steps; do
         compute-sanitizer --tool $tool --error-exitcode 9 build/tests/schedx_cuda_tests \
           2>&1 | tail -n 20 | tee "$out/sanitizer_$tool.log"
       done ;;
-    bench) build/bench/bench_cuda_cast_transpose 2>&1 | tee "$out/bench_cast_transpose.md" ;;
+    bench) build/bench/bench_cuda_cast_transpose "${BENCH_ARGS:-}" 2>&1 | tee "$out/bench_cast_transpose.md" ;;
     torch) SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
              python3 bench/compare_torch.py --quick 2>&1 | tee "$out/compare_torch.log" ;;
   esac

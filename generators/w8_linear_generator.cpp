@@ -191,7 +191,9 @@ private:
             .gpu_blocks(no, m)
             .gpu_threads(nl, nw);
         Func intm = acc.update().split(r, ro, rl, 32, TailStrategy::GuardWithIf).rfactor(rl, u);
-        intm.compute_at(*y, nw).gpu_lanes(u);
+        // One output per warp even in a guarded tail (reads are clamped), so the partials
+        // stay in registers instead of a device allocation per call.
+        intm.compute_at(*y, nw).bound_extent(n, 1).bound_extent(m, 1).gpu_lanes(u);
         intm.update().gpu_lanes(u);
     }
 

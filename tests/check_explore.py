@@ -1,6 +1,7 @@
-"""Runs schedx-explore on the CPU on two small shapes and checks what it writes: every
-database line is a complete record, the CSV has one row per measurement, the SVG is XML
-with a bar per measured variant, and dispatch afterwards uses the recorded shapes.
+"""Runs schedx-explore on the CPU for each operator on two small shapes and checks what it
+writes: every database line is a complete record, the CSV has one row per measurement,
+the SVG is XML with a bar per measured variant, and dispatch afterwards uses the recorded
+shapes.
 
 Usage: check_explore.py path/to/schedx-explore
 """
@@ -12,46 +13,50 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-SHAPES = {"64x64": [64, 64], "128x96": [128, 96]}
+# op -> (shapes, argument sets explored per shape)
+RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 2),
+        "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 1)}
 RECORD_KEYS = {"op", "dtypes", "shape", "device", "device_name", "driver_version", "library_version",
                "variant", "median_us", "p10_us", "p90_us", "repeats", "date"}
 
 
+def check_run(explore, tmp, op, shapes, argument_sets):
+    db, table, chart = (Path(tmp) / f"{op}.{ext}" for ext in ("jsonl", "csv", "svg"))
+    run = subprocess.run([explore, "--device", "cpu", "--op", op, "--shapes", ",".join(shapes), "--repeats", "3",
+                          "--db", str(db), "--csv", str(table), "--svg", str(chart)],
+                         capture_output=True, text=True, check=True)
+    print(run.stdout)
+
+    records = [json.loads(line) for line in db.read_text().splitlines()]
+    assert records, "no records"
+    for r in records:
+        assert set(r) == RECORD_KEYS, r
+        assert r["op"] == op and r["device"] == "cpu" and r["driver_version"] == 0, r
+        assert r["shape"] in shapes.values() and 0 < r["p10_us"] <= r["median_us"] <= r["p90_us"], r
+    assert {tuple(r["shape"]) for r in records} == {tuple(s) for s in shapes.values()}
+
+    rows = list(csv.DictReader(table.open()))
+    measured = [r for r in rows if r["status"] == "ok"]
+    assert len(measured) == len(records), (len(measured), len(records))
+    dispatch = [r for r in rows if r["status"] == "dispatch"]
+    assert len(dispatch) == argument_sets * len(shapes), dispatch
+    assert all(r["note"] == "tuned exact shape" for r in dispatch), dispatch
+    assert all(float(r["median_us"]) > 0 and float(r["percent_of_ceiling"]) > 0 for r in measured + dispatch)
+
+    svg = ET.parse(chart).getroot()
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg", svg.tag
+    bars = svg.findall("{http://www.w3.org/2000/svg}rect")
+    assert len(bars) == 1 + len(measured) + len(dispatch), len(bars)  # background, then one per bar
+    texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+    assert all(r["variant"] in texts for r in measured)
+
+
 def main(explore):
     with tempfile.TemporaryDirectory() as tmp:
-        db, table, chart = (Path(tmp) / n for n in ("tuning.jsonl", "results.csv", "chart.svg"))
-        run = subprocess.run([explore, "--device", "cpu", "--op", "cast_transpose", "--shapes", ",".join(SHAPES),
-                              "--repeats", "3", "--db", str(db), "--csv", str(table), "--svg", str(chart)],
-                             capture_output=True, text=True, check=True)
-        print(run.stdout)
-
-        records = [json.loads(line) for line in db.read_text().splitlines()]
-        assert records, "no records"
-        for r in records:
-            assert set(r) == RECORD_KEYS, r
-            assert r["op"] == "cast_transpose" and r["device"] == "cpu" and r["driver_version"] == 0, r
-            assert r["shape"] in SHAPES.values(), r
-            assert 0 < r["p10_us"] <= r["median_us"] <= r["p90_us"], r
-        assert {tuple(r["shape"]) for r in records} == {tuple(s) for s in SHAPES.values()}
-
-        rows = list(csv.DictReader(table.open()))
-        measured = [r for r in rows if r["status"] == "ok"]
-        assert len(measured) == len(records), (len(measured), len(records))
-        dispatch = [r for r in rows if r["status"] == "dispatch"]
-        # Two argument sets (without and with amax) per shape.
-        assert len(dispatch) == 2 * len(SHAPES), dispatch
-        assert all(r["note"] == "tuned exact shape" for r in dispatch), dispatch
-        assert all(float(r["median_us"]) > 0 and float(r["percent_of_ceiling"]) > 0 for r in measured + dispatch)
-
-        svg = ET.parse(chart).getroot()
-        assert svg.tag == "{http://www.w3.org/2000/svg}svg", svg.tag
-        bars = svg.findall("{http://www.w3.org/2000/svg}rect")
-        assert len(bars) == 1 + len(measured) + len(dispatch), len(bars)  # background, then one per bar
-        texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-        assert all(r["variant"] in texts for r in measured)
-
-        listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
-        assert "cast_transpose_bf16_cpu " in listing and "cast_transpose_bf16_t64r4w4 " in listing, listing
+        for op, (shapes, argument_sets) in RUNS.items():
+            check_run(explore, tmp, op, shapes, argument_sets)
+    listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
+    assert "cast_transpose_bf16_cpu " in listing and "w8_linear_bf16_sbf16_cpu " in listing, listing
     print("schedx-explore outputs are valid")
 
 

@@ -39,5 +39,6 @@ struct OpDriver {
 };
 
 const OpDriver &cast_transpose_driver();
+const OpDriver &w8_linear_driver();
 
 }  // namespace explore

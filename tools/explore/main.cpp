@@ -25,7 +25,7 @@ namespace {
 constexpr double kSampleUs = 2000;
 
 const std::vector<const OpDriver *> &drivers() {
-    static const std::vector<const OpDriver *> all{&cast_transpose_driver()};
+    static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver()};
     return all;
 }
 

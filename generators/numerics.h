@@ -53,14 +53,15 @@ struct Fp8Format {
     uint32_t rebias;           // (bias - 127) << 23, wrapped
     uint32_t max_bits;         // float bits of the largest finite value
     uint32_t min_normal_bits;  // float bits of the smallest normal value
-    uint32_t sub_shift_base;   // 150 - (bias - 1 + mant_bits): subnormal unit is 2^-(bias-1+mant_bits)
+    uint32_t denorm_bits;      // float bits of 2^(23 - (bias - 1 + mant_bits)): its ulp is the fp8 subnormal unit
 };
-constexpr Fp8Format kE4M3{3, uint32_t(7 - 127) << 23, 0x43E00000u /*448*/, 121u << 23, 141};
-constexpr Fp8Format kE5M2{2, uint32_t(15 - 127) << 23, 0x47600000u /*57344*/, 113u << 23, 134};
+constexpr Fp8Format kE4M3{3, uint32_t(7 - 127) << 23, 0x43E00000u /*448*/, 121u << 23, 141u << 23 /*2^14*/};
+constexpr Fp8Format kE5M2{2, uint32_t(15 - 127) << 23, 0x47600000u /*57344*/, 113u << 23, 134u << 23 /*2^7*/};
 
-// clamp(p, -max, max) encoded as fp8 (e4m3fn or e5m2 by the runtime flag is_e5m2), with
-// round-to-nearest-even, subnormals and signed zero; NaN becomes 0x7F. Integer-only so
-// that CPU and GPU give the same bits (a float-domain encoder differed under FMA).
+// clamp(p, -max, max) encoded as fp8 (e4m3fn or e5m2 by is_e5m2: a constant folds the
+// format away, a runtime flag keeps both), with round-to-nearest-even, subnormals and
+// signed zero; NaN becomes 0x7F. Integer arithmetic but for one exact float add, so CPU
+// and GPU give the same bits (a float-domain Veltkamp encoder differed under FMA).
 inline Expr encode_fp8(Expr p, Expr is_e5m2) {
     using namespace Halide;
     auto pick = [&](uint32_t e5, uint32_t e4) { return select(is_e5m2, u32(e5), u32(e4)); };
@@ -76,14 +77,12 @@ inline Expr encode_fp8(Expr p, Expr is_e5m2) {
     Expr odd = (a >> shift) & u32(1);
     Expr normal = (a + pick(kE5M2.rebias, kE4M3.rebias) + ((u32(1) << (shift - 1)) - 1) + odd) >> shift;
 
-    Expr biased_exp = a >> 23;
-    Expr mant = (a & u32(0x7FFFFF)) | select(biased_exp > 0, u32(0x800000), u32(0));
-    Expr s = min(pick(kE5M2.sub_shift_base, kE4M3.sub_shift_base) - min(biased_exp, u32(127)), u32(31));
-    Expr q = mant >> s;
-    Expr rem = mant & ((u32(1) << s) - 1);
-    Expr half = u32(1) << (s - 1);
-    Expr round_up = rem > half || (rem == half && (q & 1) == 1);
-    Expr sub = q + select(round_up, u32(1), u32(0));
+    // Below the smallest normal, adding a power of two whose ulp is the fp8 subnormal unit
+    // lets the FPU round (ties to even); the low bits of the sum are then the code.
+    // A single add cannot be contracted into an FMA, and a flushed float denormal input
+    // rounds to zero as it must.
+    Expr denorm = pick(kE5M2.denorm_bits, kE4M3.denorm_bits);
+    Expr sub = reinterpret<uint32_t>(reinterpret<float>(a) + reinterpret<float>(denorm)) - denorm;
 
     Expr mag = select(a < pick(kE5M2.min_normal_bits, kE4M3.min_normal_bits), sub, normal);
     return cast<uint8_t>(select(is_nan, u32(0x7F), mag | sign));

@@ -94,11 +94,13 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
 
     const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
     const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
+    const std::string fp8_name = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
     const bool want_amax = amax || scale_inv;
     std::vector<const Variant *> candidates, runnable;
     for (const Variant &v : registry()) {
+        const std::string fp8 = v.param("fp8", "any");
         if (v.op != "cast_transpose" || v.device != dev || v.param("in_type") != in_type ||
-            v.param("outputs", "both") != outputs) {
+            v.param("outputs", "both") != outputs || (fp8 != "any" && fp8 != fp8_name)) {
             continue;
         }
         // A variant with fused amax serves only calls that want it (it would need scratch otherwise).

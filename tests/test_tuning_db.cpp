@@ -120,7 +120,7 @@ TEST_CASE("records of another device, driver, build, workload or a variant that 
     db.write(record({64, 64}, kFused, 1, {{"dtypes", "bf16->e5m2:both+amax"}}));
     db.write(record({64, 64}, kFused, 1, {{"device", "cuda"}}));
     db.write(record({64, 64}, "cast_transpose_bf16_rows_cpu", 1));  // not a candidate for this call
-    db.write(record({64, 64}, "cast_transpose_bf16_t64r4w4", 1));   // a CUDA variant
+    db.write(record({64, 64}, "cast_transpose_bf16_e4m3_t64r4w4", 1));   // a CUDA variant
     CHECK(dispatched(64, 64) == kUnfused);
     CHECK(reason() == "tuned exact shape");
 }

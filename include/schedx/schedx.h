@@ -59,7 +59,7 @@ const char *schedx_last_error(void);
 
 /* The variant registry (schedules/variants.json), in its order. */
 typedef struct schedx_variant_info {
-    const char *name;   /* e.g. "cast_transpose_bf16_t64r4w4" */
+    const char *name;   /* e.g. "cast_transpose_bf16_e4m3_t64r4w4" */
     const char *op;     /* "cast_transpose", "abs_max", "w8_linear" */
     const char *device; /* "cpu" or "cuda" */
     const char *params; /* generator parameters, "key=value ..." */

@@ -12,12 +12,19 @@ summary=()
 for step in $steps; do
   start=$(date +%s)
   case $step in
-    tests) build/tests/schedx_cuda_tests 2>&1 | tail -n 40 | tee "$out/cuda_tests.log" ;;
+    # Both binaries run; the step fails if either does.
+    tests)
+      build/tests/schedx_cuda_tests 2>&1 | tail -n 40 | tee "$out/cuda_tests.log"; rc=$?
+      build/tests/schedx_cuda_w8_tests 2>&1 | tail -n 40 | tee "$out/cuda_w8_tests.log" && (exit $rc) ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 build/tests/schedx_cuda_tests \
           2>&1 | tail -n 20 | tee "$out/sanitizer_$tool.log"
-      done ;;
+      done; rc=$?
+      # w8_linear: memcheck only, to keep the step short (split-K's shared-memory partials
+      # are therefore not race-checked).
+      compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/schedx_cuda_w8_tests \
+        2>&1 | tail -n 20 | tee "$out/sanitizer_memcheck_w8.log" && (exit $rc) ;;
     bench) build/bench/bench_cuda_cast_transpose "${BENCH_ARGS:-}" 2>&1 | tee "$out/bench_cast_transpose.md" ;;
     torch) SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
              python3 bench/compare_torch.py --quick 2>&1 | tee "$out/compare_torch.log" ;;

@@ -112,7 +112,8 @@ int main(int argc, char **argv) {
                 schedx_variant_info info;
                 schedx_get_variant(vi, &info);
                 if (std::string(info.op) != "cast_transpose" || std::string(info.device) != "cuda" ||
-                    std::strstr(info.params, "in_type=bf16") == nullptr || std::strstr(info.params, "outputs=") != nullptr) {
+                    std::strstr(info.params, "in_type=bf16") == nullptr || std::strstr(info.params, "outputs=") != nullptr ||
+                    std::strstr(info.params, "fp8=e5m2") != nullptr) {
                     continue;
                 }
                 name = info.name;

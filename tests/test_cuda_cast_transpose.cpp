@@ -83,6 +83,8 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         }
         for (Shape s : shapes) {
             for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+                // Tiled variants are built for one format.
+                if (p.count("fp8") && p["fp8"] != (f == SCHEDX_E5M2 ? "e5m2" : "e4m3")) continue;
                 for (float scale : {1.0f, 448.0f / 3.7f, 0x1p-12f}) {
                     // The large ragged shape once per variant: its CPU reference dominates the run time.
                     if (s.m * s.k > 1000000 && (f != SCHEDX_E4M3FN || scale != 1.0f)) continue;

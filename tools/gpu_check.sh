@@ -14,8 +14,8 @@ for step in $steps; do
   case $step in
     # Both binaries run; the step fails if either does.
     tests)
-      build/tests/schedx_cuda_tests 2>&1 | tail -n 40 | tee "$out/cuda_tests.log"; rc=$?
-      build/tests/schedx_cuda_w8_tests 2>&1 | tail -n 40 | tee "$out/cuda_w8_tests.log" && (exit $rc) ;;
+      build/tests/schedx_cuda_tests > "$out/cuda_tests.log" 2>&1; rc=$?; tail -n 15 "$out/cuda_tests.log"
+      build/tests/schedx_cuda_w8_tests > "$out/cuda_w8_tests.log" 2>&1; rc2=$?; tail -n 15 "$out/cuda_w8_tests.log"; (exit $((rc | rc2))) ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 9 build/tests/schedx_cuda_tests \

@@ -49,6 +49,13 @@ schedx_status check_spans(std::vector<Span> &spans, Device device) {
             return fail(SCHEDX_ERR_SIZE_OVERFLOW,
                         std::string(s.name) + ": a dimension or leading dimension exceeds 2^31-1 elements");
         }
+        // The generated pipelines also assert rows * ld <= 2^31-1 (Halide without
+        // large_buffers); caught here so the caller gets this status, not a kernel error.
+        if (s.rows * s.ld > kHalideMax) {
+            return fail(SCHEDX_ERR_SIZE_OVERFLOW, std::string(s.name) + ": " + std::to_string(s.rows) +
+                                                      " rows of leading dimension " + std::to_string(s.ld) +
+                                                      " span more than 2^31-1 elements");
+        }
         s.bytes = bytes;
     }
     for (size_t i = 0; i < spans.size(); i++) {
@@ -60,11 +67,21 @@ schedx_status check_spans(std::vector<Span> &spans, Device device) {
             }
         }
     }
+    const Span *first_on_device = nullptr;
+    void *first_ctx = nullptr;
     for (const Span &s : spans) {
         if (device == Device::cuda) {
             void *ctx = nullptr;
             schedx_status st = cuda_context_for(s.ptr, s.name, &ctx);
             if (st != SCHEDX_OK) return st;
+            // One call runs in one context: memory of another GPU would be an illegal address.
+            if (!first_on_device) {
+                first_on_device = &s;
+                first_ctx = ctx;
+            } else if (ctx != first_ctx) {
+                return fail(SCHEDX_ERR_POINTER_DEVICE,
+                            std::string(s.name) + " is on another CUDA device than " + first_on_device->name);
+            }
         } else if (is_known_device_pointer(s.ptr)) {
             return fail(SCHEDX_ERR_POINTER_DEVICE, std::string(s.name) + " is CUDA device memory but device is CPU");
         }

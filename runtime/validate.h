@@ -25,8 +25,9 @@ struct Span {
     uint64_t bytes = 0;  // filled by check_spans
 };
 
-// Byte counts must fit in 64 bits and each dimension in Halide's 32-bit indexing; outputs
-// must not overlap each other or any input; pointers must live on `device`.
+// Byte counts must fit in 64 bits and each matrix in Halide's 32-bit indexing (every
+// dimension, and rows * ld, at most 2^31-1 elements); outputs must not overlap each other
+// or any input; pointers must live on `device`, on CUDA all on the same GPU.
 schedx_status check_spans(std::vector<Span> &spans, Device device);
 
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }

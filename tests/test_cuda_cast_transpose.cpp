@@ -134,6 +134,7 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
 }
 
 int main(int argc, char **argv) {
+    test::ignore_user_tuning_db();
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
         std::printf("SKIPPED: no CUDA device\n");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -47,6 +48,11 @@ inline uint32_t mix(uint32_t h) {
     h ^= h >> 16;
     return h;
 }
+
+// Every test binary's main() calls this first: dispatch must not depend on the user's
+// tuning database, so it names a path that can never exist (/dev/null is no directory, so
+// not even an append creates it). Tests that want a database set their own.
+inline void ignore_user_tuning_db() { setenv("SCHEDX_TUNING_DB", "/dev/null/schedx-tests-no-tuning-db.jsonl", 1); }
 
 inline std::vector<std::string> variants_of(const std::string &op, const std::string &device) {
     std::vector<std::string> out;

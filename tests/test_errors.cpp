@@ -1,0 +1,338 @@
+// Bad arguments at the C ABI: every case returns its own status, names the argument in
+// schedx_last_error(), and touches no memory: outputs keep their poison, inputs their
+// values, and every buffer its guard bytes.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using test::Guarded;
+
+namespace {
+
+constexpr int64_t kHuge = int64_t(1) << 40;     // a dimension past Halide's 2^31-1
+constexpr int64_t kOverflow = int64_t(1) << 62;  // rows * ld * element bytes past 2^64
+// Three rows this far apart span more than 2^31-1 elements although each number fits.
+constexpr int64_t kWideLd = 1000000000;
+
+struct Expect {
+    schedx_status status;
+    std::string message;  // a fragment schedx_last_error() must contain: names the argument
+};
+
+// Each buffer's bytes before the call; after a failed call all must be as they were.
+class Snapshot {
+public:
+    explicit Snapshot(std::vector<Guarded *> buffers) : buffers_(std::move(buffers)) {
+        for (Guarded *g : buffers_) before_.emplace_back(g->data(), g->data() + g->size());
+    }
+    std::string changed() const {
+        for (size_t i = 0; i < buffers_.size(); i++) {
+            if (std::memcmp(buffers_[i]->data(), before_[i].data(), before_[i].size()) != 0) {
+                return "buffer " + std::to_string(i) + " was written";
+            }
+            if (!buffers_[i]->guards_intact()) return "guard bytes of buffer " + std::to_string(i) + " overwritten";
+        }
+        return "";
+    }
+
+private:
+    std::vector<Guarded *> buffers_;
+    std::vector<std::vector<uint8_t>> before_;
+};
+
+void check_failure(schedx_status got, const Expect &want, const Snapshot &snap) {
+    CHECK(got == want.status);
+    const std::string msg = schedx_last_error();
+    CAPTURE(msg);
+    CHECK(msg.find(want.message) != std::string::npos);
+    CHECK(snap.changed() == "");
+}
+
+// Arguments of one cast_transpose call on 4 x 8 bf16 ones into poisoned outputs.
+struct CtArgs {
+    Guarded xb{4 * 8 * 2}, scaleb{4}, rowsb{4 * 8}, colsb{8 * 4}, amaxb{4}, scale_invb{4};
+    const void *x;
+    int64_t m = 4, k = 8, ldx = 8;
+    schedx_dtype dtype = SCHEDX_BF16;
+    const float *scale;
+    schedx_fp8_format format = SCHEDX_E4M3FN;
+    uint8_t *rows;
+    int64_t ld_rows = 8;
+    uint8_t *cols;
+    int64_t ld_cols = 4;
+    float *amax, *scale_inv;
+    schedx_device device = SCHEDX_DEVICE_CPU;
+
+    CtArgs() {
+        for (int i = 0; i < 32; i++) std::memcpy(xb.data() + 2 * i, "\x80\x3F", 2);  // bf16 1.0
+        const float one = 1.0f;
+        std::memcpy(scaleb.data(), &one, 4);
+        x = xb.data();
+        scale = scaleb.as<float>();
+        rows = rowsb.data();
+        cols = colsb.data();
+        amax = amaxb.as<float>();
+        scale_inv = scale_invb.as<float>();
+    }
+    schedx_status call() const {
+        return schedx_cast_transpose_fp8(x, m, k, ldx, dtype, scale, format, rows, ld_rows, cols, ld_cols, amax,
+                                         scale_inv, device, nullptr);
+    }
+    Snapshot snapshot() { return Snapshot({&xb, &scaleb, &rowsb, &colsb, &amaxb, &scale_invb}); }
+};
+
+// Arguments of one w8_linear call: y[2][4] from x[2][8] and W[4][8], into poison.
+struct W8Args {
+    Guarded xb{2 * 8 * 2}, wb{4 * 8}, scalesb{4 * 4}, biasb{4 * 4}, yb{2 * 4 * 2};
+    const void *x;
+    int64_t m = 2, k = 8, ldx = 8;
+    schedx_dtype x_dtype = SCHEDX_BF16;
+    const int8_t *w;
+    int64_t n = 4, ldw = 8;
+    const void *scales;
+    schedx_dtype scales_dtype = SCHEDX_BF16;
+    const void *bias;
+    void *y;
+    int64_t ldy = 4;
+    schedx_device device = SCHEDX_DEVICE_CPU;
+
+    W8Args() {
+        for (int i = 0; i < 16; i++) std::memcpy(xb.data() + 2 * i, "\x80\x3F", 2);  // bf16 1.0
+        std::memset(wb.data(), 1, wb.size());
+        for (int i = 0; i < 8; i++) std::memcpy(scalesb.data() + 2 * i, "\x80\x3F", 2);
+        std::memset(biasb.data(), 0, biasb.size());
+        x = xb.data();
+        w = wb.as<int8_t>();
+        scales = scalesb.data();
+        bias = biasb.data();
+        y = yb.data();
+    }
+    schedx_status call() const {
+        return schedx_w8_linear(x, m, k, ldx, x_dtype, w, n, ldw, scales, scales_dtype, bias, y, ldy, device, nullptr);
+    }
+    Snapshot snapshot() { return Snapshot({&xb, &wb, &scalesb, &biasb, &yb}); }
+};
+
+template <typename Args> struct Case {
+    const char *what;
+    std::function<void(Args &)> change;
+    Expect expect;
+};
+
+template <typename Args> void run_cases(const std::vector<Case<Args>> &cases) {
+    for (const Case<Args> &c : cases) {
+        const std::string what = c.what;
+        CAPTURE(what);
+        Args a;
+        c.change(a);
+        const Snapshot snap = a.snapshot();
+        check_failure(a.call(), c.expect, snap);
+    }
+}
+
+// Without a driver the call says so; with one, host memory is not device memory.
+void check_cuda_with_host_pointers(schedx_status got, const char *first_pointer) {
+    const std::string msg = schedx_last_error();
+    CAPTURE(msg);
+    if (got == SCHEDX_ERR_NO_CUDA) {
+        CHECK(msg.find("CUDA") != std::string::npos);
+    } else {
+        CHECK(got == SCHEDX_ERR_POINTER_DEVICE);
+        CHECK(msg.find(std::string(first_pointer) + " is not CUDA device memory") == 0);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("cast_transpose: the valid call these cases start from succeeds and writes every output") {
+    CtArgs a;
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(std::string(schedx_last_error()) == "");
+    CHECK(a.rowsb.data()[31] == 0x38);  // e4m3fn 1.0
+    CHECK(a.colsb.data()[31] == 0x38);
+    CHECK(*a.amax == 1.0f);
+    CHECK(*a.scale_inv == 1.0f);
+}
+
+TEST_CASE("cast_transpose: each bad argument has its status and message, and nothing is written") {
+    using C = Case<CtArgs>;
+    const int64_t wide_m = 3;
+    run_cases<CtArgs>({
+        C{"x NULL", [](CtArgs &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"scale NULL", [](CtArgs &a) { a.scale = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "scale is NULL"}},
+        C{"rows and cols NULL", [](CtArgs &a) { a.rows = a.cols = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL"}},
+        C{"amax without scale_inv", [](CtArgs &a) { a.scale_inv = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "amax and scale_inv"}},
+        C{"scale_inv without amax", [](CtArgs &a) { a.amax = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "amax and scale_inv"}},
+        C{"m zero", [](CtArgs &a) { a.m = 0; }, {SCHEDX_ERR_BAD_SIZE, "m must be positive, got 0"}},
+        C{"k negative", [](CtArgs &a) { a.k = -3; }, {SCHEDX_ERR_BAD_SIZE, "k must be positive, got -3"}},
+        C{"m most negative", [](CtArgs &a) { a.m = INT64_MIN; }, {SCHEDX_ERR_BAD_SIZE, "m must be positive"}},
+        C{"ldx < k", [](CtArgs &a) { a.ldx = 7; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (7) is smaller than k (8)"}},
+        C{"ldx negative", [](CtArgs &a) { a.ldx = -8; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (-8)"}},
+        C{"ld_rows < k", [](CtArgs &a) { a.ld_rows = 4; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_rows (4) is smaller"}},
+        C{"ld_cols < m", [](CtArgs &a) { a.ld_cols = 3; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_cols (3) is smaller"}},
+        C{"x_dtype int8", [](CtArgs &a) { a.dtype = SCHEDX_INT8; }, {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3"}},
+        C{"x_dtype not an enumerator", [](CtArgs &a) { a.dtype = schedx_dtype(99); },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 99"}},
+        C{"format", [](CtArgs &a) { a.format = schedx_fp8_format(2); }, {SCHEDX_ERR_UNSUPPORTED_FORMAT, "format 2"}},
+        C{"format negative", [](CtArgs &a) { a.format = schedx_fp8_format(-1); },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "format -1"}},
+        C{"device", [](CtArgs &a) { a.device = schedx_device(2); }, {SCHEDX_ERR_BAD_DEVICE, "device 2"}},
+        C{"rows over cols", [](CtArgs &a) { a.cols = a.rows + 8; }, {SCHEDX_ERR_OVERLAP, "output rows overlaps cols"}},
+        C{"rows over x", [](CtArgs &a) { a.rows = const_cast<uint8_t *>(static_cast<const uint8_t *>(a.x)) + 6; },
+          {SCHEDX_ERR_OVERLAP, "output rows overlaps x"}},
+        C{"cols over x", [](CtArgs &a) { a.cols = const_cast<uint8_t *>(static_cast<const uint8_t *>(a.x)); },
+          {SCHEDX_ERR_OVERLAP, "output cols overlaps x"}},
+        C{"amax over scale", [](CtArgs &a) { a.amax = const_cast<float *>(a.scale); },
+          {SCHEDX_ERR_OVERLAP, "output amax overlaps scale"}},
+        C{"scale_inv over amax", [](CtArgs &a) { a.scale_inv = a.amax; },
+          {SCHEDX_ERR_OVERLAP, "output amax overlaps scale_inv"}},
+        C{"amax inside rows", [](CtArgs &a) { a.amax = reinterpret_cast<float *>(a.rows + 16); },
+          {SCHEDX_ERR_OVERLAP, "output rows overlaps amax"}},
+        C{"x bytes past 2^64", [](CtArgs &a) { a.ldx = kOverflow; },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"x ends past the top of the address space",
+          [](CtArgs &a) { a.x = reinterpret_cast<const void *>(UINTPTR_MAX - 32); },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"ld_cols past 2^31", [](CtArgs &a) { a.ld_cols = kHuge; },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "cols: a dimension or leading dimension exceeds"}},
+        C{"x spans more than 2^31 elements",
+          [&](CtArgs &a) {
+              a.m = wide_m;
+              a.ldx = kWideLd;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: 3 rows of leading dimension 1000000000"}},
+    });
+}
+
+TEST_CASE("cast_transpose: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
+    CtArgs a;
+    a.device = SCHEDX_DEVICE_CUDA;
+    const Snapshot snap = a.snapshot();
+    check_cuda_with_host_pointers(a.call(), "x");
+    CHECK(snap.changed() == "");
+    CtArgs cpu;
+    CHECK(cpu.call() == SCHEDX_OK);
+}
+
+TEST_CASE("cast_transpose: forced variants: unknown names, another device, another dtype") {
+    CHECK(schedx_force_variant("cast_transpose", "cast_transpose_no_such") == SCHEDX_ERR_UNKNOWN_VARIANT);
+    CHECK(std::string(schedx_last_error()).find("cast_transpose_no_such") != std::string::npos);
+    CHECK(schedx_force_variant("no_such_op", nullptr) == SCHEDX_ERR_UNKNOWN_VARIANT);
+    CHECK(std::string(schedx_last_error()).find("no_such_op") != std::string::npos);
+    CHECK(schedx_force_variant(nullptr, "cast_transpose_bf16_cpu") == SCHEDX_ERR_NULL_POINTER);
+    CHECK(std::string(schedx_last_error()) == "op is NULL");
+
+    const std::string cuda = test::variants_of("cast_transpose", "cuda").at(0);
+    for (const std::string &name : {cuda, std::string("cast_transpose_fp16_cpu")}) {
+        CAPTURE(name);
+        REQUIRE(schedx_force_variant("cast_transpose", name.c_str()) == SCHEDX_OK);
+        CtArgs a;
+        const Snapshot snap = a.snapshot();
+        check_failure(a.call(), {SCHEDX_ERR_VARIANT_CANNOT_RUN, "forced variant " + name}, snap);
+    }
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    CtArgs a;
+    CHECK(a.call() == SCHEDX_OK);
+}
+
+TEST_CASE("w8_linear: the valid call these cases start from succeeds and writes every output") {
+    W8Args a;
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(std::string(schedx_last_error()) == "");
+    uint16_t y_last;
+    std::memcpy(&y_last, a.yb.data() + 14, 2);
+    CHECK(y_last == 0x4100);  // bf16 8.0: eight products of 1 * 1
+}
+
+TEST_CASE("w8_linear: each bad argument has its status and message, and nothing is written") {
+    using C = Case<W8Args>;
+    auto bytes = [](const void *p) { return const_cast<uint8_t *>(static_cast<const uint8_t *>(p)); };
+    run_cases<W8Args>({
+        C{"x NULL", [](W8Args &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"w NULL", [](W8Args &a) { a.w = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "w is NULL"}},
+        C{"scales NULL", [](W8Args &a) { a.scales = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "scales is NULL"}},
+        C{"y NULL", [](W8Args &a) { a.y = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "y is NULL"}},
+        C{"m zero", [](W8Args &a) { a.m = 0; }, {SCHEDX_ERR_BAD_SIZE, "m must be positive, got 0"}},
+        C{"k negative", [](W8Args &a) { a.k = -1; }, {SCHEDX_ERR_BAD_SIZE, "k must be positive, got -1"}},
+        C{"n zero", [](W8Args &a) { a.n = 0; }, {SCHEDX_ERR_BAD_SIZE, "n must be positive, got 0"}},
+        C{"ldx < k", [](W8Args &a) { a.ldx = 7; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (7) is smaller than k (8)"}},
+        C{"ldw < k", [](W8Args &a) { a.ldw = 0; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldw (0) is smaller than k (8)"}},
+        C{"ldy < n", [](W8Args &a) { a.ldy = 3; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldy (3) is smaller than n (4)"}},
+        C{"x_dtype fp32", [](W8Args &a) { a.x_dtype = SCHEDX_FP32; }, {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 2"}},
+        C{"x_dtype not an enumerator", [](W8Args &a) { a.x_dtype = schedx_dtype(-5); },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype -5"}},
+        C{"scales_dtype fp16", [](W8Args &a) { a.scales_dtype = SCHEDX_FP16; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales_dtype 1"}},
+        C{"scales_dtype int8", [](W8Args &a) { a.scales_dtype = SCHEDX_INT8; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales_dtype 3"}},
+        C{"device", [](W8Args &a) { a.device = schedx_device(-1); }, {SCHEDX_ERR_BAD_DEVICE, "device -1"}},
+        C{"y over x", [&](W8Args &a) { a.y = bytes(a.x) + 4; }, {SCHEDX_ERR_OVERLAP, "output y overlaps x"}},
+        C{"y over w", [&](W8Args &a) { a.y = bytes(a.w) + 30; }, {SCHEDX_ERR_OVERLAP, "output y overlaps w"}},
+        C{"y over scales", [&](W8Args &a) { a.y = bytes(a.scales); }, {SCHEDX_ERR_OVERLAP, "output y overlaps scales"}},
+        C{"y over bias", [&](W8Args &a) { a.bias = bytes(a.y) + 8; }, {SCHEDX_ERR_OVERLAP, "output y overlaps bias"}},
+        C{"x bytes past 2^64",
+          [](W8Args &a) {
+              a.m = 4;
+              a.ldx = kOverflow;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"w ends past the top of the address space",
+          [](W8Args &a) { a.w = reinterpret_cast<const int8_t *>(UINTPTR_MAX - 16); },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "w: byte count overflows 64 bits"}},
+        C{"ldw past 2^31", [](W8Args &a) { a.ldw = kHuge; },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "w: a dimension or leading dimension exceeds"}},
+        C{"y spans more than 2^31 elements",
+          [](W8Args &a) {
+              a.m = 3;
+              a.ldy = kWideLd;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "y: 3 rows of leading dimension 1000000000"}},
+    });
+}
+
+TEST_CASE("w8_linear: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
+    W8Args a;
+    a.device = SCHEDX_DEVICE_CUDA;
+    const Snapshot snap = a.snapshot();
+    check_cuda_with_host_pointers(a.call(), "x");
+    CHECK(snap.changed() == "");
+    W8Args cpu;
+    CHECK(cpu.call() == SCHEDX_OK);
+}
+
+TEST_CASE("w8_linear: forced variants: unknown names, another op's, another device, another dtype") {
+    CHECK(schedx_force_variant("w8_linear", "w8_linear_no_such") == SCHEDX_ERR_UNKNOWN_VARIANT);
+    CHECK(std::string(schedx_last_error()).find("w8_linear_no_such") != std::string::npos);
+    CHECK(schedx_force_variant("w8_linear", "cast_transpose_bf16_cpu") == SCHEDX_ERR_UNKNOWN_VARIANT);
+    CHECK(std::string(schedx_last_error()).find("cast_transpose_bf16_cpu") != std::string::npos);
+
+    const std::string cuda = test::variants_of("w8_linear", "cuda").at(0);
+    for (const std::string &name : {cuda, std::string("w8_linear_fp16_sbf16_cpu")}) {
+        CAPTURE(name);
+        REQUIRE(schedx_force_variant("w8_linear", name.c_str()) == SCHEDX_OK);
+        W8Args a;
+        const Snapshot snap = a.snapshot();
+        check_failure(a.call(), {SCHEDX_ERR_VARIANT_CANNOT_RUN, "forced variant " + name}, snap);
+    }
+    REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
+}
+
+TEST_CASE("registry lookups: a NULL out-pointer and out-of-range indices") {
+    CHECK(schedx_get_variant(0, nullptr) == SCHEDX_ERR_NULL_POINTER);
+    CHECK(std::string(schedx_last_error()) == "info is NULL");
+    schedx_variant_info info;
+    for (int index : {-1, schedx_variant_count()}) {
+        CHECK(schedx_get_variant(index, &info) == SCHEDX_ERR_UNKNOWN_VARIANT);
+        CHECK(std::string(schedx_last_error()).find("variant index " + std::to_string(index)) == 0);
+    }
+    CHECK(schedx_last_variant(nullptr) == nullptr);
+    CHECK(schedx_last_variant("no_such_op") == nullptr);
+}

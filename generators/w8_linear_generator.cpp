@@ -242,12 +242,12 @@ private:
         w_regs.compute_at(intm, ro)
             .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
             .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
-            .bound_storage(w_regs.args()[0], LW)
+            .bound_extent(w_regs.args()[0], LW)
             .bound_storage(w_regs.args()[1], R);
         x_regs.compute_at(intm, ro)
             .vectorize(x_regs.args()[0], 2 * LW, TailStrategy::RoundUp)
             .unroll(x_regs.args()[1], B, TailStrategy::GuardWithIf)
-            .bound_storage(x_regs.args()[0], 2 * LW)
+            .bound_extent(x_regs.args()[0], 2 * LW)
             .bound_storage(x_regs.args()[1], B);
     }
 
@@ -278,7 +278,7 @@ private:
         w_regs.compute_at(intm, ro)
             .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
             .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
-            .bound_storage(w_regs.args()[0], LW)
+            .bound_extent(w_regs.args()[0], LW)
             .bound_storage(w_regs.args()[1], R);
     }
 

@@ -173,6 +173,8 @@ private:
 
     // General CUDA path for any shape, leading dimension and alignment: element I/O, each
     // output its own kernel; the transposed output reads a 32x32 fp8 tile from shared memory.
+    // H200, bf16 -> e4m3fn 8192^2: 242 us (28% of a 68.7 us copy in the same run): byte and
+    // half-word accesses and a second read of x; it exists for shapes the tiles cannot take.
     void schedule_cuda_general() {
         if (rows) {
             rows->tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf)
@@ -200,7 +202,8 @@ private:
         if (with_amax) schedule_amax_gpu();
     }
 
-    // amax in its own kernel, one block per 256x128 tile: 256 threads each reduce a column
+    // amax in its own kernel (+65 us at 8192^2 on the H200, read-bound; fusing it into the
+    // tiled kernel is the open lever), one block per 256x128 tile: 256 threads each reduce a column
     // of the tile in registers (16 loads in flight; 8 gave 0.8 TB/s at 4096^2 on the H200), one thread folds them from shared memory, and one atomic max
     // per block lands in the output (an atomic per element took 15 ms at 4096^2 on the H200).
     void schedule_amax_gpu() {
@@ -218,6 +221,11 @@ private:
         scale_inv->gpu_single_thread();
     }
 
+    // H200, bf16 -> e4m3fn, same run as a device copy (bench/results/compare_torch_2026-12-02.md):
+    // 8192^2 t128r16w4 75.9 us (83% of copy, 1.35x torch.compile), t64r8w4 78.1, t64r4w4 82.3;
+    // 4096^2 t64r8w4 25.2 us. Fixing the fp8 format per variant and the one-add subnormal
+    // path took t64r4w4 from 122 to 81 us at 8192^2: the kernel was issue-bound, not DRAM-bound.
+    // 8-word loads (w8) spill their staging to local memory and lose (100-138 us).
     // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
     // threads idles the rest at each barrier); each thread moves load_words input words

@@ -31,8 +31,11 @@ struct CastTransposeCall {
     float *amax, *scale_inv;
 };
 
-// Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O).
+// Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
+// autoscheduled ones a shape no smaller than their split factors (min_extent).
 bool can_run(const Variant &v, const CastTransposeCall &c) {
+    const int64_t min_extent = v.param_int("min_extent", 1);
+    if (c.m < min_extent || c.k < min_extent) return false;
     if (v.param("schedule") != "cuda_tiled") return true;
     const int64_t t = v.param_int("tile", 64);
     return c.m % t == 0 && c.k % t == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&

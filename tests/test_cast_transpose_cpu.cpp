@@ -105,3 +105,36 @@ TEST_CASE("amax and scale_inv") {
     CHECK(check_cast_transpose(c, finite) == "");
     CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
 }
+
+TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and ragged shapes") {
+    for (const std::string &name : test::variants_of("cast_transpose", "cpu")) {
+        schedx_variant_info info{};
+        for (int i = 0; i < schedx_variant_count(); i++) {
+            schedx_get_variant(i, &info);
+            if (name == info.name) break;
+        }
+        const std::string params = info.params;
+        auto has = [&](const char *kv) { return params.find(kv) != std::string::npos; };
+        const schedx_dtype dt = has("in_type=fp32") ? SCHEDX_FP32 : (has("in_type=fp16") ? SCHEDX_FP16 : SCHEDX_BF16);
+        CAPTURE(name);
+        REQUIRE(schedx_force_variant("cast_transpose", name.c_str()) == SCHEDX_OK);
+        for (auto [m, k] : {std::pair<int64_t, int64_t>{256, 256}, {1, 1}, {17, 33}, {130, 70}}) {
+            CastTransposeCase c{m, k, 0, 0, 0, dt, SCHEDX_E4M3FN, 448.0f / 3.7f};
+            c.rows = !has("outputs=cols");
+            c.cols = !has("outputs=rows");
+            c.amax = has("with_amax=true");
+            CAPTURE(m);
+            CAPTURE(k);
+            const std::string result =
+                check_cast_transpose(c, [](int64_t i, int64_t j) { return uint32_t((i * 256 + j) & 0xFFFF); });
+            if (has("min_extent=") && std::min(m, k) < 128) {
+                // Autoscheduled variants refuse shapes below their split factors, with a status.
+                CHECK(result.rfind("status 11:", 0) == 0);
+                continue;
+            }
+            CHECK(result == "");
+            CHECK(std::string(schedx_last_variant("cast_transpose")) == name);
+        }
+    }
+    CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+}

@@ -48,16 +48,8 @@ public:
 
     void generate() {
         // THE ALGORITHM
-        const int ebits = schedx::elem_bits(in_type);
-        const int elems_per_word = word_io ? 32 / ebits : 1;
-
-        if (in_type == ElemType::fp32) {
-            xbits(x, y) = reinterpret<uint32_t>((*input)(x, y));
-        } else if (elems_per_word == 2) {
-            xbits(x, y) = ((*input)(x / 2, y) >> (cast<uint32_t>(x % 2) * 16)) & schedx::u32(0xFFFF);
-        } else {
-            xbits(x, y) = cast<uint32_t>((*input)(x, y));
-        }
+        const int elems_per_word = word_io ? 32 / schedx::elem_bits(in_type) : 1;
+        xbits(x, y) = element_bits(x, y);
         Expr value = schedx::decode_to_float(xbits(x, y), in_type);
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
         f8(x, y) = schedx::encode_fp8(value * scale(), is_e5m2);
@@ -86,9 +78,9 @@ public:
             // integer max of |x|'s bits is max |x| with NaN propagated. Tiles may overhang
             // the matrix: clamped coordinates repeat an element, which leaves a max unchanged.
             Func abs_bits("abs_bits");
-            abs_bits(x, y) = reinterpret<uint32_t>(decode_to_float_at(clamp(x, 0, extent_x() - 1),
-                                                                      clamp(y, 0, extent_y() - 1))) &
-                             schedx::u32(0x7FFFFFFF);
+            Expr value_at = schedx::decode_to_float(
+                element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)), in_type);
+            abs_bits(x, y) = reinterpret<uint32_t>(value_at) & schedx::u32(0x7FFFFFFF);
             const bool gpu = sched.value() != "cpu";
             const int tw = 256, th = gpu ? 128 : 32;
             RDom t(0, tw, 0, th, "t");
@@ -135,16 +127,13 @@ private:
 
     Expr extent_x() { return input->dim(0).extent() * (word_io ? 32 / schedx::elem_bits(in_type) : 1); }
     Expr extent_y() { return input->dim(1).extent(); }
-    Expr decode_to_float_at(Expr ex, Expr ey) {
-        Expr bits;
-        if (in_type == ElemType::fp32) {
-            bits = reinterpret<uint32_t>((*input)(ex, ey));
-        } else if (word_io) {
-            bits = ((*input)(ex / 2, ey) >> (cast<uint32_t>(ex % 2) * 16)) & schedx::u32(0xFFFF);
-        } else {
-            bits = cast<uint32_t>((*input)(ex, ey));
-        }
-        return schedx::decode_to_float(bits, in_type);
+    // Bits of element (ex, ey) in a uint32, from element- or word-typed input. The amax
+    // reduction reads through this too, not through xbits, whose loads the tiled schedule
+    // stages per thread.
+    Expr element_bits(Expr ex, Expr ey) {
+        if (in_type == ElemType::fp32) return reinterpret<uint32_t>((*input)(ex, ey));
+        if (word_io) return ((*input)(ex / 2, ey) >> (cast<uint32_t>(ex % 2) * 16)) & schedx::u32(0xFFFF);
+        return cast<uint32_t>((*input)(ex, ey));
     }
 
     // CPU (the fallback without a GPU; timed by schedx-explore, not tuned): rows stream row by

@@ -4,52 +4,37 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
-#include <cuda_runtime.h>
-
-#include <cstdio>
 #include <map>
-#include <sstream>
 
 #include "cast_transpose_case.h"
+#include "cuda_test_support.h"
 
 using test::CastTransposeBuffers;
 using test::CastTransposeCase;
 using test::check_cast_transpose;
+using test::DeviceCopy;
+using test::params_of;
+using test::test_stream;
 
 namespace {
 
-struct DeviceCopy {
-    void *ptr = nullptr;
-    test::Guarded *host;
-    explicit DeviceCopy(test::Guarded *h) : host(h) {
-        REQUIRE(cudaMalloc(&ptr, h->size()) == cudaSuccess);
-        REQUIRE(cudaMemcpy(ptr, h->data(), h->size(), cudaMemcpyHostToDevice) == cudaSuccess);
-    }
-    ~DeviceCopy() { cudaFree(ptr); }
-    void back() { REQUIRE(cudaMemcpy(host->data(), ptr, host->size(), cudaMemcpyDeviceToHost) == cudaSuccess); }
-};
-
-cudaStream_t test_stream = nullptr;
-
+// Through guarded device copies on test_stream.
 schedx_status run_on_cuda(const CastTransposeCase &c, CastTransposeBuffers &b) {
     DeviceCopy x(b.x), scale(b.scale), rows(b.rows), cols(b.cols), amax(b.amax), scale_inv(b.scale_inv);
+    // The uploads ran on the legacy default stream, which a non-blocking stream does not
+    // wait for.
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
     schedx_status s = schedx_cast_transpose_fp8(
-        x.ptr, c.m, c.k, c.ldx, c.dtype, static_cast<float *>(scale.ptr), c.format,
-        c.rows ? static_cast<uint8_t *>(rows.ptr) : nullptr, c.ld_rows, c.cols ? static_cast<uint8_t *>(cols.ptr) : nullptr,
-        c.ld_cols, c.amax ? static_cast<float *>(amax.ptr) : nullptr, c.amax ? static_cast<float *>(scale_inv.ptr) : nullptr,
-        SCHEDX_DEVICE_CUDA, test_stream);
+        x.ptr(), c.m, c.k, c.ldx, c.dtype, scale.as<float>(), c.format, c.rows ? rows.ptr() : nullptr, c.ld_rows,
+        c.cols ? cols.ptr() : nullptr, c.ld_cols, c.amax ? amax.as<float>() : nullptr,
+        c.amax ? scale_inv.as<float>() : nullptr, SCHEDX_DEVICE_CUDA, test_stream);
     if (s != SCHEDX_OK) return s;
     REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
     for (DeviceCopy *d : {&rows, &cols, &amax, &scale_inv}) d->back();
+    for (DeviceCopy *d : {&x, &scale, &rows, &cols, &amax, &scale_inv}) {
+        CHECK_MESSAGE(d->guards_intact(), "device guard bytes overwritten");
+    }
     return s;
-}
-
-std::map<std::string, std::string> params_of(const schedx_variant_info &info) {
-    std::map<std::string, std::string> out;
-    std::istringstream words(info.params);
-    std::string kv;
-    while (words >> kv) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-    return out;
 }
 
 uint32_t all_patterns(int64_t i, int64_t j) { return uint32_t((i % 256) * 256 + j % 256); }
@@ -113,15 +98,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
 }
 
 TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes") {
-    auto schedule_of_last = [] {
-        if (!schedx_last_variant("cast_transpose")) return std::string("none");
-        for (int i = 0; i < schedx_variant_count(); i++) {
-            schedx_variant_info info;
-            schedx_get_variant(i, &info);
-            if (std::string(info.name) == schedx_last_variant("cast_transpose")) return params_of(info)["schedule"];
-        }
-        return std::string("none");
-    };
+    auto schedule_of_last = [] { return test::schedule_of_last("cast_transpose"); };
     CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
     CHECK(schedule_of_last() == "cuda_tiled");
@@ -133,17 +110,4 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
     CHECK(schedule_of_last() == "cuda_general");
 }
 
-int main(int argc, char **argv) {
-    test::ignore_user_tuning_db();
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        std::printf("SKIPPED: no CUDA device\n");
-        return 77;
-    }
-    doctest::Context ctx(argc, argv);
-    // Run once on the legacy default stream and once on a non-blocking stream.
-    int r = ctx.run();
-    cudaStreamCreateWithFlags(&test_stream, cudaStreamNonBlocking);
-    r |= ctx.run();
-    return r;
-}
+int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

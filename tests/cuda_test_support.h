@@ -1,0 +1,90 @@
+// What the CUDA test binaries share: guarded device copies of host buffers, the stream
+// the calls run on, and a main() that skips without a device and runs the suite twice.
+// The including file defines DOCTEST_CONFIG_IMPLEMENT before including doctest.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace test {
+
+// The stream every call runs on: the legacy default stream on the first pass of
+// cuda_test_main, a non-blocking stream on the second.
+inline cudaStream_t test_stream = nullptr;
+
+constexpr uint8_t kDeviceGuard = 0x5A;
+
+// A device copy of a host buffer with kGuard guard bytes on each side inside the same
+// allocation: compute-sanitizer only sees writes past the allocation, these show writes
+// just past the buffer in a plain run too.
+struct DeviceCopy {
+    uint8_t *base = nullptr;
+    Guarded *host;
+    explicit DeviceCopy(Guarded *h) : host(h) {
+        REQUIRE(cudaMalloc(reinterpret_cast<void **>(&base), h->size() + 2 * kGuard) == cudaSuccess);
+        REQUIRE(cudaMemset(base, kDeviceGuard, h->size() + 2 * kGuard) == cudaSuccess);
+        REQUIRE(cudaMemcpy(ptr(), h->data(), h->size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    }
+    DeviceCopy(const DeviceCopy &) = delete;
+    DeviceCopy &operator=(const DeviceCopy &) = delete;
+    ~DeviceCopy() { cudaFree(base); }
+    uint8_t *ptr() { return base + kGuard; }
+    template <typename T> T *as() { return reinterpret_cast<T *>(ptr()); }
+    void back() { REQUIRE(cudaMemcpy(host->data(), ptr(), host->size(), cudaMemcpyDeviceToHost) == cudaSuccess); }
+    bool guards_intact() {
+        std::vector<uint8_t> g(kGuard);
+        for (size_t off : {size_t(0), kGuard + host->size()}) {
+            REQUIRE(cudaMemcpy(g.data(), base + off, g.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+            if (std::any_of(g.begin(), g.end(), [](uint8_t b) { return b != kDeviceGuard; })) return false;
+        }
+        return true;
+    }
+};
+
+// A variant's params ("key=value key=value") as a map.
+inline std::map<std::string, std::string> params_of(const schedx_variant_info &info) {
+    std::map<std::string, std::string> out;
+    std::istringstream words(info.params);
+    std::string kv;
+    while (words >> kv) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+    return out;
+}
+
+// The schedule param of the variant that last ran `op`, or "none".
+inline std::string schedule_of_last(const char *op) {
+    const char *last = schedx_last_variant(op);
+    for (int i = 0; last && i < schedx_variant_count(); i++) {
+        schedx_variant_info info;
+        schedx_get_variant(i, &info);
+        if (std::string(info.name) == last) return params_of(info)["schedule"];
+    }
+    return "none";
+}
+
+// Exits 77 (ctest: skipped) without a CUDA device; else runs the suite once on the legacy
+// default stream and once on a non-blocking stream.
+inline int cuda_test_main(int argc, char **argv) {
+    ignore_user_tuning_db();
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        std::printf("SKIPPED: no CUDA device\n");
+        return 77;
+    }
+    doctest::Context ctx(argc, argv);
+    int r = ctx.run();
+    cudaStreamCreateWithFlags(&test_stream, cudaStreamNonBlocking);
+    r |= ctx.run();
+    return r;
+}
+
+}  // namespace test

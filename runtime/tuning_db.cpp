@@ -54,6 +54,14 @@ struct StoredRecord {
 bool parse(const std::string &line, StoredRecord *r) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return false;
+    // nlohmann converts a JSON float to an integer with a plain cast, undefined when out of
+    // range (fuzz_tuning_db under UBSan: "driver_version": 1e300): integer fields must be
+    // JSON integers.
+    const auto driver = j.find("driver_version"), shape = j.find("shape");
+    if (driver == j.end() || !driver->is_number_integer() || shape == j.end() || !shape->is_array()) return false;
+    for (const nlohmann::json &d : *shape) {
+        if (!d.is_number_integer()) return false;
+    }
     try {
         *r = {j.at("op").get<std::string>(),
               j.at("dtypes").get<std::string>(),

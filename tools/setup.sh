@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_apt=()
-for pkg in g++ make git python3 python3-venv doctest-dev nlohmann-json3-dev libcli11-dev; do
+for pkg in g++ make git python3 python3-venv doctest-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -24,3 +24,10 @@ halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
   -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
   -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
 .venv/bin/cmake --build build -j"$(nproc)"
+
+# The libFuzzer targets, which build/'s ctest runs (label "fuzz"): clang (libFuzzer comes
+# with Debian's libclang-rt-14-dev), only libschedx, instrumented, and the targets.
+.venv/bin/cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCHEDX_FUZZ=ON \
+  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
+  -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+.venv/bin/cmake --build build-fuzz -j"$(nproc)"

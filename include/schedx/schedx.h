@@ -19,7 +19,17 @@
 extern "C" {
 #endif
 
-typedef enum schedx_status {
+/* In C every int is a value of an enum; in C++ an enum without a fixed type holds only
+ * its enumerators' bit range, so an out-of-range value from a C caller (which schedx
+ * checks and rejects) would be undefined behaviour. C++ sees the enums as int-based: the
+ * same ABI, and every value defined. */
+#ifdef __cplusplus
+#define SCHEDX_ENUM(name) enum name : int
+#else
+#define SCHEDX_ENUM(name) enum name
+#endif
+
+typedef SCHEDX_ENUM(schedx_status) {
     SCHEDX_OK = 0,
     SCHEDX_ERR_NULL_POINTER = 1,       /* a required pointer is NULL */
     SCHEDX_ERR_BAD_SIZE = 2,           /* a size is zero or negative */
@@ -38,9 +48,9 @@ typedef enum schedx_status {
     SCHEDX_ERR_NO_VARIANT = 15         /* no variant is built for this combination */
 } schedx_status;
 
-typedef enum schedx_device { SCHEDX_DEVICE_CPU = 0, SCHEDX_DEVICE_CUDA = 1 } schedx_device;
+typedef SCHEDX_ENUM(schedx_device) { SCHEDX_DEVICE_CPU = 0, SCHEDX_DEVICE_CUDA = 1 } schedx_device;
 
-typedef enum schedx_dtype {
+typedef SCHEDX_ENUM(schedx_dtype) {
     SCHEDX_BF16 = 0,
     SCHEDX_FP16 = 1,
     SCHEDX_FP32 = 2,
@@ -52,7 +62,7 @@ typedef enum schedx_dtype {
  * value (448 / 57344) saturate to it, as CUDA's satfinite conversion and torch.compile
  * do; with the operator's clamp they never occur. NaN encodes as 0x7F: the sign of a
  * NaN is not kept (CUDA's float multiply already canonicalises it that way in PyTorch). */
-typedef enum schedx_fp8_format { SCHEDX_E4M3FN = 0, SCHEDX_E5M2 = 1 } schedx_fp8_format;
+typedef SCHEDX_ENUM(schedx_fp8_format) { SCHEDX_E4M3FN = 0, SCHEDX_E5M2 = 1 } schedx_fp8_format;
 
 /* Message for the last failed call on this thread ("" if none). */
 const char *schedx_last_error(void);
@@ -106,6 +116,8 @@ schedx_status schedx_force_variant(const char *op, const char *variant);
  * ("forced", "tuned exact shape", "tuned bucket", "heuristic"). NULL if none. */
 const char *schedx_last_variant(const char *op);
 const char *schedx_last_reason(const char *op);
+
+#undef SCHEDX_ENUM
 
 #ifdef __cplusplus
 }

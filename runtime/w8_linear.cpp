@@ -42,6 +42,8 @@ bool words_fit(const W8LinearCall &c, int64_t k_step) {
 // Shape rules for the default choice; until the tuning database has measured a shape the
 // boundaries (split-K up to N = 1024, cuBLAS above M = 16) are placeholders.
 bool can_run(const Variant &v, const W8LinearCall &c) {
+    const int64_t min_extent = v.param_int("min_extent", 1);  // autoscheduled splits shift inwards
+    if (c.m < min_extent || c.n < min_extent || c.k < min_extent) return false;
     const std::string s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);

@@ -54,11 +54,12 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const int64_t step = 128 * (p.count("load_words") ? std::stoll(p["load_words"]) : 4);
     const int64_t batch = p.count("batch") ? std::stoll(p["batch"]) : 1;
     const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 8;
+    const int64_t min_extent = p.count("min_extent") ? std::stoll(p["min_extent"]) : 1;
     std::vector<Shape> out;
     for (int64_t m : {1, 2, 3, 5, 8, 16, 17, 64, 300}) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 1000}) {
-                bool runs = true;
+                bool runs = std::min({m, n, k}) >= min_extent;
                 if (cublas) runs = m > 16 && k % 16 == 0;
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
@@ -67,8 +68,10 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
             }
         }
     }
-    // A prefill-sized cuBLAS call (the reference is computed once for all eight kinds).
+    // A prefill-sized cuBLAS call (the reference is computed once for all eight kinds); the
+    // autoscheduled variants need every dimension at least min_extent.
     if (cublas) out.push_back({300, 1000, 4096});
+    if (min_extent > 1) out.push_back({300, 1000, 4096});
     return out;
 }
 

@@ -62,8 +62,9 @@ struct StreamState {
     uint64_t scratch = 0;
     size_t bytes = 0;
     void *handle = nullptr;
+    std::mutex in_use;  // see lock_stream_workspace
 };
-std::mutex state_mutex;
+std::mutex state_mutex;  // guards `states` and each entry's fields
 std::map<std::pair<void *, void *>, StreamState> states;
 
 struct ContextScope {
@@ -77,6 +78,15 @@ struct ContextScope {
 }  // namespace
 
 bool cublas_available() { return cublas().ok; }
+
+std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream) {
+    std::mutex *in_use;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex);
+        in_use = &states[{context, stream}].in_use;  // map entries never move
+    }
+    return std::unique_lock<std::mutex>(*in_use);
+}
 
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr) {
     Cublas &b = cublas();

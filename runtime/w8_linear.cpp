@@ -77,6 +77,7 @@ schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, boo
     if (s) return s;
     const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
     if ((s = cuda_workspace(ctx, stream, w_bytes + size_t(c.m) * size_t(c.n) * 4, &ws))) return s;
     float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
     {

@@ -189,6 +189,14 @@ Choice best_recorded(const Workload &w, const std::vector<const Variant *> &runn
     return {fastest(by_shape[*nearest]), "tuned bucket (nearest recorded shape " + shape_string(*nearest) + ")"};
 }
 
+void make_parent_dirs(const std::string &path) {
+    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+        mkdir(path.substr(0, slash).c_str(), 0755);  // EEXIST is fine; open() reports the rest
+    }
+}
+
+}  // namespace
+
 std::string utc_date() {
     const std::time_t now = std::time(nullptr);
     std::tm tm{};
@@ -197,14 +205,6 @@ std::string utc_date() {
     std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
 }
-
-void make_parent_dirs(const std::string &path) {
-    for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-        mkdir(path.substr(0, slash).c_str(), 0755);  // EEXIST is fine; open() reports the rest
-    }
-}
-
-}  // namespace
 
 std::string shape_string(const std::vector<int64_t> &shape) {
     std::string s;

@@ -29,6 +29,7 @@ const char *library_version();  // "schedx <version>, Halide <version>"
 
 // "4096x4096"
 std::string shape_string(const std::vector<int64_t> &shape);
+std::string utc_date();  // "2026-12-02T12:00:00Z", the records' date format
 
 // $SCHEDX_TUNING_DB, else $XDG_CACHE_HOME/schedx/tuning.jsonl, else ~/.cache/schedx/tuning.jsonl.
 std::string tuning_db_path();

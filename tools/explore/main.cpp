@@ -98,15 +98,6 @@ void print_registry() {
     }
 }
 
-std::string utc_date() {
-    const std::time_t now = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&now, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
-
 class Explorer {
 public:
     Explorer(Backend &b, int repeats, double run_ceiling_gbps)
@@ -212,7 +203,7 @@ int run(const Options &o) {
     }
     const RunInfo info{b->device_kind(), b->name(),
                        b->device() == SCHEDX_DEVICE_CUDA ? "device-to-device copy" : "memcpy of half the bytes moved",
-                       utc_date()};
+                       schedx::utc_date()};
     // On the GPU one large copy is the ceiling for every shape (as ../shared/ANCHORS.md
     // measures it); on the CPU the copy is sized per shape, since caches decide its speed.
     double run_ceiling = 0;

@@ -39,8 +39,10 @@ bool words_fit(const W8LinearCall &c, int64_t k_step) {
     return aligned16(c.x) && aligned16(c.w) && (c.ldx * 2) % 16 == 0 && c.ldw % 16 == 0 && c.k % k_step == 0;
 }
 
-// Shape rules for the default choice; until the tuning database has measured a shape the
-// boundaries (split-K up to N = 1024, cuBLAS above M = 16) are placeholders.
+// Which variants may take a call. Besides hard requirements (alignment, whole K steps,
+// min_extent) two bounds are preferences set before any H200 measurement: split-K only up
+// to N = 1024 and cuBLAS only above M = 16. They also bound what exploration can measure,
+// so the cuBLAS crossover below M = 17 is still unmeasured.
 bool can_run(const Variant &v, const W8LinearCall &c) {
     const int64_t min_extent = v.param_int("min_extent", 1);  // autoscheduled splits shift inwards
     if (c.m < min_extent || c.n < min_extent || c.k < min_extent) return false;

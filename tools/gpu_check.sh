@@ -1,34 +1,54 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/GPU.md): GPU tests, compute-sanitizer over the CUDA
-# variants, the C++ benchmark and the PyTorch comparison; logs go to $OUT (or ./gpu_out).
-# Usage: tools/gpu_check.sh [tests] [sanitize] [bench] [torch]   (default: all)
+# variants, the C++ benchmark, the exploration of both operators and the PyTorch
+# comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
+# $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
+# The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
+# Usage: tools/gpu_check.sh [tests] [sanitize] [bench] [explore] [torch]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-gpu_out}
-mkdir -p "$out"
+dest=${OUT:-gpu_out}
+out=$(mktemp -d)
+mkdir -p "$dest"
 export PATH=/usr/local/cuda/bin:$PATH
-steps=${*:-tests sanitize bench torch}
+commit=${SCHEDX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+steps=${*:-tests sanitize bench explore torch}
 summary=()
 for step in $steps; do
   start=$(date +%s)
+  rc=0
   case $step in
-    # Both binaries run; the step fails if either does.
-    tests)
-      build/tests/schedx_cuda_tests > "$out/cuda_tests.log" 2>&1; rc=$?; tail -n 15 "$out/cuda_tests.log"
-      build/tests/schedx_cuda_w8_tests > "$out/cuda_w8_tests.log" 2>&1; rc2=$?; tail -n 15 "$out/cuda_w8_tests.log"; (exit $((rc | rc2))) ;;
+    tests)  # both binaries run; the step fails if either does
+      for t in schedx_cuda_tests schedx_cuda_w8_tests; do
+        build/tests/$t > "$out/$t.log" 2>&1 || rc=1
+        tail -n 6 "$out/$t.log"
+      done ;;
     sanitize)
-      for tool in memcheck racecheck; do
-        compute-sanitizer --tool $tool --error-exitcode 9 build/tests/schedx_cuda_tests \
-          2>&1 | tail -n 20 | tee "$out/sanitizer_$tool.log"
-      done; rc=$?
-      # w8_linear: memcheck only, to keep the step short (split-K's shared-memory partials
-      # are therefore not race-checked).
-      compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/schedx_cuda_w8_tests \
-        2>&1 | tail -n 20 | tee "$out/sanitizer_memcheck_w8.log" && (exit $rc) ;;
-    bench) build/bench/bench_cuda_cast_transpose "${BENCH_ARGS:-}" 2>&1 | tee "$out/bench_cast_transpose.md" ;;
-    torch) SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
-             python3 bench/compare_torch.py --quick 2>&1 | tee "$out/compare_torch.log" ;;
+      for run in "memcheck schedx_cuda_tests" "racecheck schedx_cuda_tests" \
+                 "memcheck schedx_cuda_w8_tests" "racecheck schedx_cuda_w8_tests"; do
+        set -- $run
+        compute-sanitizer --tool "$1" --error-exitcode 9 build/tests/$2 > "$out/sanitizer_$1_$2.log" 2>&1 || rc=1
+        tail -n 3 "$out/sanitizer_$1_$2.log"
+      done ;;
+    bench) build/bench/bench_cuda_cast_transpose ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_cast_transpose.md" || rc=1 ;;
+    explore)  # issue 4: eight shapes per operator, then dispatch checked against the best
+      build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" \
+        --shapes 1024x1024,2048x2048,4096x4096,8192x8192,4096x14336,16384x4096,14336x4096,8192x2048 \
+        --csv "$out/explore_cast_transpose.csv" --svg "$out/explore_cast_transpose.svg" \
+        > "$out/explore_cast_transpose.md" 2> "$out/explore_cast_transpose.err" || rc=1
+      build/tools/schedx-explore --op w8_linear --device cuda --db "$out/tuning.jsonl" \
+        --shapes 1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,1024x8192x8192,4096x8192x8192,1x4096x4096 \
+        --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
+        > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
+      grep -h "dispatch chose" "$out"/explore_*.md ;;
+    torch)
+      (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
+         python3 compare_torch.py --quick --commit "$commit" --out "$out/compare_torch.md" \
+         > "$out/compare_torch.log" 2>&1) || rc=1
+      tail -n 5 "$out/compare_torch.log" ;;
+    *) echo "unknown step $step"; rc=2 ;;
   esac
-  summary+=("$step: rc=$? $(( $(date +%s) - start ))s")
+  summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")
 done
-printf '%s\n' "${summary[@]}"
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+tar -czf "$dest/gpu_check.tar.gz" -C "$out" .

@@ -99,23 +99,21 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
     const std::string fp8_name = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
     const bool want_amax = amax || scale_inv;
-    std::vector<const Variant *> candidates, runnable;
-    for (const Variant &v : registry()) {
-        const std::string fp8 = v.param("fp8", "any");
-        if (v.op != "cast_transpose" || v.device != dev || v.param("in_type") != in_type ||
-            v.param("outputs", "both") != outputs || (fp8 != "any" && fp8 != fp8_name)) {
-            continue;
-        }
-        // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
-        if (v.param("with_amax") == "true" && !want_amax) continue;
-        candidates.push_back(&v);
-        if (can_run(v, c)) runnable.push_back(&v);
-    }
     const Workload w{"cast_transpose",
                      std::string(in_type) + "->" + (format == SCHEDX_E5M2 ? "e5m2" : "e4m3fn") + ":" + outputs +
                          (want_amax ? "+amax" : ""),
                      dev,
                      {m, k}};
+    const std::vector<const Variant *> &candidates = schedx::candidates(w.op, dev, w.dtypes, [&](const Variant &v) {
+        const std::string fp8 = v.param("fp8", "any");
+        // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
+        return v.param("in_type") == in_type && v.param("outputs", "both") == outputs &&
+               (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);
+    });
+    std::vector<const Variant *> runnable;
+    for (const Variant *v : candidates) {
+        if (can_run(*v, c)) runnable.push_back(v);
+    }
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 

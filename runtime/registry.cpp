@@ -1,6 +1,8 @@
 #include "registry.h"
 
 #include <cstring>
+#include <mutex>
+#include <tuple>
 #include <sstream>
 
 #include "schedx/schedx.h"
@@ -42,6 +44,20 @@ const std::vector<Variant> &registry() {
         return out;
     }();
     return variants;
+}
+
+const std::vector<const Variant *> &candidates(const std::string &op, Device device, const std::string &key,
+                                               const std::function<bool(const Variant &)> &serves) {
+    static std::mutex mutex;
+    static std::map<std::tuple<std::string, Device, std::string>, std::vector<const Variant *>> cache;
+    std::lock_guard<std::mutex> lock(mutex);
+    auto [it, inserted] = cache.try_emplace({op, device, key});
+    if (inserted) {
+        for (const Variant &v : registry()) {
+            if (v.op == op && v.device == device && serves(v)) it->second.push_back(&v);
+        }
+    }
+    return it->second;  // map nodes never move, and entries are never erased
 }
 
 const Variant *find_variant(const std::string &name) {

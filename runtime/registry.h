@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,5 +44,11 @@ struct Variant {
 // Every built variant, in variants.json order (the default preference order).
 const std::vector<Variant> &registry();
 const Variant *find_variant(const std::string &name);
+
+// The variants of `op` on `device` that `serves` accepts, in registry order, cached under
+// `key` (which must decide the filter's answer): re-reading every variant's parameters
+// on each call was half the host time of a small call.
+const std::vector<const Variant *> &candidates(const std::string &op, Device device, const std::string &key,
+                                               const std::function<bool(const Variant &)> &serves);
 
 }  // namespace schedx

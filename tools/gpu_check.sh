@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/GPU.md): GPU tests, compute-sanitizer over the CUDA
-# variants, the C++ benchmark, the exploration of both operators and the PyTorch
-# comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
+# variants, the exploration of both operators (every variant timed against a device copy
+# in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [bench] [explore] [torch]   (default: all)
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [torch]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-gpu_out}
@@ -12,7 +12,7 @@ out=$(mktemp -d)
 mkdir -p "$dest"
 export PATH=/usr/local/cuda/bin:$PATH
 commit=${SCHEDX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-steps=${*:-tests sanitize bench explore torch}
+steps=${*:-tests sanitize explore torch}
 summary=()
 for step in $steps; do
   start=$(date +%s)
@@ -30,7 +30,6 @@ for step in $steps; do
         compute-sanitizer --tool "$1" --error-exitcode 9 build/tests/$2 > "$out/sanitizer_$1_$2.log" 2>&1 || rc=1
         tail -n 3 "$out/sanitizer_$1_$2.log"
       done ;;
-    bench) build/bench/bench_cuda_cast_transpose ${BENCH_ARGS:-} 2>&1 | tee "$out/bench_cast_transpose.md" || rc=1 ;;
     explore)  # issue 4: eight shapes per operator, then dispatch checked against the best
       build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" \
         --shapes 1024x1024,2048x2048,4096x4096,8192x8192,4096x14336,16384x4096,14336x4096,8192x2048 \

@@ -212,6 +212,18 @@ private:
     // beyond N and rows beyond M compute clamped copies that are never stored.
     // M = 1 is bound by reading W once; B rows reuse each weight B times, which keeps
     // B <= 16 memory-bound on CUDA cores (../shared/ANCHORS.md). Not yet measured.
+    // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
+    // register array: constant extents (the guarded K split hides that a step is whole;
+    // bound_extent restates it), one vector load per row.
+    void stage_in_registers(Func rows, Func intm, RVar ro, int words, Var row, int count) {
+        rows.compute_at(intm, ro)
+            .store_in(MemoryType::Register)
+            .bound_extent(k, words)
+            .bound_extent(row, count)
+            .vectorize(k)
+            .unroll(row);
+    }
+
     void schedule_cuda_warp_rows() {
         const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
         constrain_words();
@@ -243,20 +255,9 @@ private:
             .gpu_lanes(u);
         // The cross-lane sum indexes the lane's partial vector: unrolled, it stays in registers.
         acc.update().unroll(rw);
-        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors into
-        // registers (the guarded K split hides that a step is whole; bound_extent restates it).
-        w_rows.compute_at(intm, ro)
-            .store_in(MemoryType::Register)
-            .bound_extent(k, LW)
-            .bound_extent(n, R)
-            .vectorize(k)
-            .unroll(n);
-        x_rows.compute_at(intm, ro)
-            .store_in(MemoryType::Register)
-            .bound_extent(k, 2 * LW)
-            .bound_extent(m, B)
-            .vectorize(k)
-            .unroll(m);
+        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
+        stage_in_registers(w_rows, intm, ro, LW, n, R);
+        stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);
     }
 
     // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU. Here
@@ -282,12 +283,7 @@ private:
         per_warp.update().split(s, s, nl, 1).reorder(n, nl, s).unroll(n).gpu_threads(nl, s);
         intm.compute_at(per_warp, s).bound_extent(n, R).vectorize(v).unroll(n).gpu_lanes(u);
         intm.update().reorder(v, rb, n, ro, u).vectorize(v).unroll(rb).unroll(n).gpu_lanes(u);
-        w_rows.compute_at(intm, ro)
-            .store_in(MemoryType::Register)
-            .bound_extent(k, LW)
-            .bound_extent(n, R)
-            .vectorize(k)
-            .unroll(n);
+        stage_in_registers(w_rows, intm, ro, LW, n, R);
     }
 
     // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores

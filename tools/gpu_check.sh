@@ -4,7 +4,7 @@
 # in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [torch]   (default: all)
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch]   (default: all)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-gpu_out}
@@ -12,7 +12,7 @@ out=$(mktemp -d)
 mkdir -p "$dest"
 export PATH=/usr/local/cuda/bin:$PATH
 commit=${SCHEDX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-steps=${*:-tests sanitize explore torch}
+steps=${*:-tests sanitize explore hostcost torch}
 summary=()
 for step in $steps; do
   start=$(date +%s)
@@ -40,6 +40,14 @@ for step in $steps; do
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
       grep -h "dispatch chose" "$out"/explore_*.md ;;
+    hostcost)  # issue 5: host time of one C ABI call; a perf profile where perf exists
+      build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
+      cat "$out/host_cost.md"
+      if command -v perf > /dev/null; then
+        perf record -g -o "$out/perf.data" build/bench/schedx-host-cost 20000 > /dev/null 2>&1 &&
+          perf report -i "$out/perf.data" --stdio --no-children --percent-limit 1 > "$out/host_cost_perf.txt" 2>&1
+        rm -f "$out/perf.data"
+      fi ;;
     torch)
       (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
          python3 compare_torch.py --quick --commit "$commit" --out "$out/compare_torch.md" \

@@ -1,0 +1,92 @@
+// Host-side cost of one schedx C ABI call on CUDA (issue 5's target: at most 5 us),
+// next to the floors it cannot beat in the same process: one cudaMemsetAsync (a driver
+// launch) and one cudaPointerGetAttributes (the device-pointer check schedx makes).
+// Calls go back to back on a tiny shape without synchronizing, so the host loop, not the
+// GPU, is what is timed; a sync every 256 calls keeps the launch queue from filling.
+// Usage: schedx-host-cost [iterations]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+#include "schedx/schedx.h"
+
+namespace {
+
+void check(bool ok, const char *what) {
+    if (!ok) {
+        std::fprintf(stderr, "host_cost: %s failed: %s\n", what, schedx_last_error());
+        std::exit(1);
+    }
+}
+
+// Median over 7 loops of the host time per call.
+double host_us_per_call(int iterations, const std::function<void()> &call) {
+    std::vector<double> loops;
+    for (int rep = 0; rep < 8; rep++) {
+        cudaDeviceSynchronize();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iterations; i++) {
+            call();
+            if (i % 256 == 255) cudaDeviceSynchronize();
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        if (rep > 0) loops.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / iterations);
+    }
+    std::sort(loops.begin(), loops.end());
+    return loops[loops.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const int iterations = argc > 1 ? std::atoi(argv[1]) : 4000;
+    const int64_t m = 256, k = 256, n = 256;
+    void *x = nullptr, *rows = nullptr, *cols = nullptr, *scale = nullptr, *w = nullptr, *scales = nullptr,
+         *y = nullptr, *stats = nullptr;
+    check(cudaMalloc(&x, m * k * 2) == cudaSuccess && cudaMalloc(&rows, m * k) == cudaSuccess &&
+              cudaMalloc(&cols, m * k) == cudaSuccess && cudaMalloc(&scale, 4) == cudaSuccess &&
+              cudaMalloc(&w, n * k) == cudaSuccess && cudaMalloc(&scales, n * 2) == cudaSuccess &&
+              cudaMalloc(&y, n * 2) == cudaSuccess && cudaMalloc(&stats, 8) == cudaSuccess,
+          "cudaMalloc");
+    cudaMemset(x, 0x3c, m * k * 2);  // bf16 1.1: not zeros
+    cudaMemset(w, 3, n * k);
+    cudaMemset(scales, 0x3c, n * 2);
+    const float one = 1.0f;
+    cudaMemcpy(scale, &one, 4, cudaMemcpyHostToDevice);
+    cudaStream_t stream = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    float *amax = static_cast<float *>(stats), *scale_inv = amax + 1;
+
+    auto cast = [&](float *a, float *si) {
+        check(schedx_cast_transpose_fp8(x, m, k, k, SCHEDX_BF16, static_cast<float *>(scale), SCHEDX_E4M3FN,
+                                        static_cast<uint8_t *>(rows), k, static_cast<uint8_t *>(cols), m, a, si,
+                                        SCHEDX_DEVICE_CUDA, stream) == SCHEDX_OK,
+              "schedx_cast_transpose_fp8");
+    };
+    auto gemv = [&] {
+        check(schedx_w8_linear(x, 1, k, k, SCHEDX_BF16, static_cast<int8_t *>(w), n, k, scales, SCHEDX_BF16, nullptr,
+                               y, n, SCHEDX_DEVICE_CUDA, stream) == SCHEDX_OK,
+              "schedx_w8_linear");
+    };
+    cast(nullptr, nullptr);
+    gemv();
+    cudaPointerAttributes attrs{};
+    std::printf("| call | host us per call |\n|---|---|\n");
+    std::printf("| cudaMemsetAsync 4 bytes (one launch) | %.2f |\n",
+                host_us_per_call(iterations, [&] { cudaMemsetAsync(scale_inv, 0, 4, stream); }));
+    std::printf("| cudaPointerGetAttributes | %.2f |\n",
+                host_us_per_call(iterations, [&] { cudaPointerGetAttributes(&attrs, x); }));
+    std::printf("| schedx_cast_transpose_fp8 %ldx%ld bf16 -> e4m3 rows+cols (%s) | %.2f |\n", long(m), long(k),
+                schedx_last_variant("cast_transpose"), host_us_per_call(iterations, [&] { cast(nullptr, nullptr); }));
+    std::printf("| schedx_cast_transpose_fp8 %ldx%ld with amax | %.2f |\n", long(m), long(k),
+                host_us_per_call(iterations, [&] { cast(amax, scale_inv); }));
+    std::printf("| schedx_w8_linear M=1 N=K=%ld (%s) | %.2f |\n", long(n), schedx_last_variant("w8_linear"),
+                host_us_per_call(iterations, gemv));
+    cudaStreamSynchronize(stream);
+    return 0;
+}

@@ -3,14 +3,25 @@
 // launch) and one cudaPointerGetAttributes (the device-pointer check schedx makes).
 // Calls go back to back on a tiny shape without synchronizing, so the host loop, not the
 // GPU, is what is timed; a sync every 256 calls keeps the launch queue from filling.
-// Usage: schedx-host-cost [iterations]
+// With --profile, a SIGPROF sampler (the GPU machine has no perf) prints where the host
+// time of the cast_transpose call goes, by function, inclusive of callees.
+// Usage: schedx-host-cost [iterations] [--profile]
 #include <cuda_runtime.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <signal.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "schedx/schedx.h"
@@ -41,10 +52,62 @@ double host_us_per_call(int iterations, const std::function<void()> &call) {
     return loops[loops.size() / 2];
 }
 
+// Stacks sampled every 100 us of CPU time into preallocated storage (the handler may
+// not allocate); resolved to names after the run.
+constexpr int kMaxSamples = 200000, kDepth = 48;
+void *samples[kMaxSamples][kDepth];
+int sample_depth[kMaxSamples];
+volatile sig_atomic_t sample_count = 0;
+
+void on_sigprof(int) {
+    const int i = sample_count;
+    if (i >= kMaxSamples) return;
+    sample_depth[i] = backtrace(samples[i], kDepth);
+    sample_count = i + 1;
+}
+
+std::string symbol_name(void *pc) {
+    Dl_info info{};
+    if (!dladdr(pc, &info) || !info.dli_sname) {
+        return std::string("?? in ") + (info.dli_fname ? std::strrchr(info.dli_fname, '/') + 1 : "?");
+    }
+    int status = 0;
+    char *demangled = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+    std::string name = status == 0 ? demangled : info.dli_sname;
+    std::free(demangled);
+    return name.substr(0, 110);
+}
+
+void profile(int iterations, const std::function<void()> &call) {
+    void *warm[4];
+    backtrace(warm, 4);  // loads the unwinder before the handler needs it
+    signal(SIGPROF, on_sigprof);
+    itimerval every{{0, 100}, {0, 100}};
+    setitimer(ITIMER_PROF, &every, nullptr);
+    host_us_per_call(iterations, call);
+    itimerval off{};
+    setitimer(ITIMER_PROF, &off, nullptr);
+    std::map<std::string, int> inclusive;
+    for (int i = 0; i < sample_count; i++) {
+        std::set<std::string> seen;
+        for (int d = 2; d < sample_depth[i]; d++) seen.insert(symbol_name(samples[i][d]));  // 0-1: handler frames
+        for (const std::string &s : seen) inclusive[s]++;
+    }
+    std::vector<std::pair<int, std::string>> ranked;
+    for (auto &[name, count] : inclusive) ranked.emplace_back(count, name);
+    std::sort(ranked.rbegin(), ranked.rend());
+    std::printf("\nProfile of the cast_transpose call, %d samples, share of samples inclusive of callees:\n\n",
+                int(sample_count));
+    for (size_t i = 0; i < ranked.size() && i < 40; i++) {
+        std::printf("%5.1f%%  %s\n", 100.0 * ranked[i].first / sample_count, ranked[i].second.c_str());
+    }
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     const int iterations = argc > 1 ? std::atoi(argv[1]) : 4000;
+    const bool with_profile = argc > 2 && std::strcmp(argv[2], "--profile") == 0;
     const int64_t m = 256, k = 256, n = 256;
     void *x = nullptr, *rows = nullptr, *cols = nullptr, *scale = nullptr, *w = nullptr, *scales = nullptr,
          *y = nullptr, *stats = nullptr;
@@ -87,6 +150,7 @@ int main(int argc, char **argv) {
                 host_us_per_call(iterations, [&] { cast(amax, scale_inv); }));
     std::printf("| schedx_w8_linear M=1 N=K=%ld (%s) | %.2f |\n", long(n), schedx_last_variant("w8_linear"),
                 host_us_per_call(iterations, gemv));
+    if (with_profile) profile(iterations, [&] { cast(nullptr, nullptr); });
     cudaStreamSynchronize(stream);
     return 0;
 }

@@ -120,7 +120,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
                      dev,
                      {m, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(w.op, dev, w.dtypes, [&](const Variant &v) {
-        const std::string fp8 = v.param("fp8", "any");
+        const std::string_view fp8 = v.param("fp8", "any");
         // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
         return v.param("in_type") == in_type && v.param("outputs", "both") == outputs &&
                (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);

@@ -23,12 +23,13 @@ constexpr int kMaxDevices = 64;
 struct Driver {
     CUresult (*cuInit)(unsigned);
     CUresult (*cuPointerGetAttribute)(void *, int, uintptr_t);
+    CUresult (*cuPointerGetAttributes)(unsigned, int *, void **, uintptr_t);
     CUresult (*cuDeviceGet)(int *, int);
     CUresult (*cuDeviceGetName)(char *, int, int);
     CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
     CUresult (*cuDriverGetVersion)(int *);
-    void *contexts[kMaxDevices] = {};
-    std::mutex mutex;  // guards contexts
+    std::atomic<void *> contexts[kMaxDevices] = {};
+    std::mutex mutex;  // serializes retaining a primary context
     bool ok = false;
     std::string error;
 };
@@ -47,6 +48,7 @@ Driver &driver() {
             return fn != nullptr;
         };
         if (!(sym(d.cuInit, "cuInit") && sym(d.cuPointerGetAttribute, "cuPointerGetAttribute") &&
+              sym(d.cuPointerGetAttributes, "cuPointerGetAttributes") &&
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion"))) {
@@ -82,23 +84,30 @@ schedx_status cuda_init() {
 schedx_status cuda_context_for(const void *ptr, const char *arg_name, void **context) {
     Driver &d = driver();
     if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    // One driver query for both attributes: this runs for every pointer of every call.
     unsigned mem_type = 0;
     int ordinal = -1;
-    if (d.cuPointerGetAttribute(&mem_type, kPointerAttributeMemoryType, reinterpret_cast<uintptr_t>(ptr)) != 0 ||
-        mem_type != kMemoryTypeDevice ||
-        d.cuPointerGetAttribute(&ordinal, kPointerAttributeDeviceOrdinal, reinterpret_cast<uintptr_t>(ptr)) != 0 ||
-        ordinal < 0 || ordinal >= kMaxDevices) {
+    int attributes[2] = {kPointerAttributeMemoryType, kPointerAttributeDeviceOrdinal};
+    void *values[2] = {&mem_type, &ordinal};
+    if (d.cuPointerGetAttributes(2, attributes, values, reinterpret_cast<uintptr_t>(ptr)) != 0 ||
+        mem_type != kMemoryTypeDevice || ordinal < 0 || ordinal >= kMaxDevices) {
         return fail(SCHEDX_ERR_POINTER_DEVICE, std::string(arg_name) + " is not CUDA device memory");
     }
+    if (void *known = d.contexts[ordinal].load(std::memory_order_acquire)) {
+        *context = known;
+        return SCHEDX_OK;
+    }
     std::lock_guard<std::mutex> lock(d.mutex);
-    if (!d.contexts[ordinal]) {
+    if (!d.contexts[ordinal].load()) {
         // Retained once per device for the life of the process, like the CUDA runtime does.
         int dev = 0;
-        if (d.cuDeviceGet(&dev, ordinal) != 0 || d.cuDevicePrimaryCtxRetain(&d.contexts[ordinal], dev) != 0) {
+        void *retained = nullptr;
+        if (d.cuDeviceGet(&dev, ordinal) != 0 || d.cuDevicePrimaryCtxRetain(&retained, dev) != 0) {
             return fail(SCHEDX_ERR_NO_CUDA, "cannot retain the primary context of device " + std::to_string(ordinal));
         }
+        d.contexts[ordinal].store(retained, std::memory_order_release);
     }
-    *context = d.contexts[ordinal];
+    *context = d.contexts[ordinal].load();
     return SCHEDX_OK;
 }
 

@@ -1,5 +1,6 @@
 #include "pipeline_call.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -36,20 +37,17 @@ PipelineCall::~PipelineCall() {
     }
 }
 
-PipelineCall::Arg &PipelineCall::slot(const char *name) {
-    for (Arg &a : args_) {
-        if (a.name == name) return a;
-    }
-    static thread_local Arg ignored;
-    ignored = Arg{};
-    return ignored;
+PipelineCall::Arg *PipelineCall::slot(const char *name) {
+    const int i = variant_.argument_index(name);
+    return i < 0 ? nullptr : &args_[i];
 }
 
 void PipelineCall::bind_matrix(const char *name, const void *ptr, int64_t rows, int64_t cols, int64_t ld,
                                int elem_bytes) {
-    const halide_filter_argument_t *meta = variant_.argument(name);
-    if (!meta) return;
-    Arg &a = slot(name);
+    Arg *slot_ptr = slot(name);
+    if (!slot_ptr) return;
+    Arg &a = *slot_ptr;
+    const halide_filter_argument_t *meta = &variant_.metadata->arguments[slot_ptr - args_.data()];
     const int word_bytes = (meta->type.bits + 7) / 8;
     const int64_t per_word = word_bytes / elem_bytes;  // 1, or 2/4 for word-typed buffers
     a.is_buffer = true;
@@ -63,24 +61,22 @@ void PipelineCall::bind_matrix(const char *name, const void *ptr, int64_t rows, 
 
 void PipelineCall::bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes) {
     bind_matrix(name, ptr, 1, n, n, elem_bytes);
-    Arg &a = slot(name);
-    if (a.is_buffer) a.buf.dimensions = 1;
+    if (Arg *a = slot(name)) a->buf.dimensions = 1;
 }
 
 void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
-    const halide_filter_argument_t *meta = variant_.argument(name);
-    if (!meta) return;
-    Arg &a = slot(name);
+    Arg *slot_ptr = slot(name);
+    if (!slot_ptr) return;
+    Arg &a = *slot_ptr;
     a.is_buffer = true;
     a.ptr = ptr;
-    a.buf.type = meta->type;
+    a.buf.type = variant_.metadata->arguments[slot_ptr - args_.data()].type;
     a.buf.dimensions = 0;
     a.buf.dim = a.dims;
 }
 
 void PipelineCall::bind_int(const char *name, int32_t value) {
-    if (!variant_.argument(name)) return;
-    slot(name).scalar = value;
+    if (Arg *a = slot(name)) a->scalar = value;
 }
 
 schedx_status PipelineCall::run() {
@@ -88,14 +84,16 @@ schedx_status PipelineCall::run() {
     void *user_context = &cuda_;
     for (size_t i = 0; i < args_.size(); i++) {
         Arg &a = args_[i];
-        if (a.name == "__user_context") {
+        if (std::strcmp(a.name, "__user_context") == 0) {
             argv[i] = &user_context;
         } else if (a.is_buffer) {
-            if (!a.ptr) return fail(SCHEDX_ERR_NULL_POINTER, variant_.name + ": argument " + a.name + " not bound");
+            if (!a.ptr) {
+                return fail(SCHEDX_ERR_NULL_POINTER, variant_.name + ": argument " + a.name + " not bound");
+            }
             if (variant_.device == Device::cuda) {
                 if (!a.buf.device) {
                     if (!cuda_.context) {
-                        schedx_status s = cuda_context_for(a.ptr, a.name.c_str(), &cuda_.context);
+                        schedx_status s = cuda_context_for(a.ptr, a.name, &cuda_.context);
                         if (s != SCHEDX_OK) return s;
                     }
                     schedx_status s = cuda_wrap(&cuda_, &a.buf, a.ptr);
@@ -134,7 +132,7 @@ bool PipelineCall::bounds_fit(const std::vector<int64_t> &shape_key) {
     // A CUDA pipeline loads its module before answering, so it needs the pointers' context.
     for (size_t i = 0; variant_.device == Device::cuda && !cuda_.context && i < args_.size(); i++) {
         if (args_[i].is_buffer && args_[i].ptr &&
-            cuda_context_for(args_[i].ptr, args_[i].name.c_str(), &cuda_.context) != SCHEDX_OK) {
+            cuda_context_for(args_[i].ptr, args_[i].name, &cuda_.context) != SCHEDX_OK) {
             return false;
         }
     }
@@ -145,7 +143,7 @@ bool PipelineCall::bounds_fit(const std::vector<int64_t> &shape_key) {
     void *user_context = &cuda_;
     for (size_t i = 0; i < args_.size(); i++) {
         const Arg &a = args_[i];
-        if (a.name == "__user_context") {
+        if (std::strcmp(a.name, "__user_context") == 0) {
             argv[i] = &user_context;
         } else if (a.is_buffer) {
             query[i] = a.buf;

@@ -37,14 +37,15 @@ public:
 
 private:
     struct Arg {
-        std::string name;
+        const char *name;  // the metadata's
         halide_buffer_t buf{};
         halide_dimension_t dims[2]{};
         const void *ptr = nullptr;
         int32_t scalar = 0;
         bool is_buffer = false;
     };
-    Arg &slot(const char *name);
+    // The argument `name` of the pipeline, or nullptr if it has none.
+    Arg *slot(const char *name);
 
     const Variant &variant_;
     CudaCallContext cuda_;

@@ -1,5 +1,6 @@
 #include "registry.h"
 
+#include <charconv>
 #include <cstring>
 #include <mutex>
 #include <tuple>
@@ -10,21 +11,28 @@
 
 namespace schedx {
 
-std::string Variant::param(const std::string &key, const std::string &fallback) const {
+std::string_view Variant::param(std::string_view key, std::string_view fallback) const {
     auto it = params.find(key);
-    return it == params.end() ? fallback : it->second;
+    return it == params.end() ? fallback : std::string_view(it->second);
 }
 
-int Variant::param_int(const std::string &key, int fallback) const {
-    auto it = params.find(key);
-    return it == params.end() ? fallback : std::stoi(it->second);
+int Variant::param_int(std::string_view key, int fallback) const {
+    const std::string_view text = param(key);
+    int value = fallback;
+    std::from_chars(text.data(), text.data() + text.size(), value);
+    return value;
 }
 
-const halide_filter_argument_t *Variant::argument(const std::string &arg) const {
+int Variant::argument_index(const char *arg) const {
     for (int i = 0; i < metadata->num_arguments; i++) {
-        if (arg == metadata->arguments[i].name) return &metadata->arguments[i];
+        if (std::strcmp(arg, metadata->arguments[i].name) == 0) return i;
     }
-    return nullptr;
+    return -1;
+}
+
+const halide_filter_argument_t *Variant::argument(const char *arg) const {
+    const int i = argument_index(arg);
+    return i < 0 ? nullptr : &metadata->arguments[i];
 }
 
 const std::vector<Variant> &registry() {

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "HalideRuntime.h"
@@ -30,14 +31,17 @@ extern const size_t kVariantCount;
 struct Variant {
     std::string name, op;
     Device device;
-    std::map<std::string, std::string> params;
+    std::map<std::string, std::string, std::less<>> params;
     int (*argv)(void **);
     const halide_filter_metadata_t *metadata;
 
-    std::string param(const std::string &key, const std::string &fallback = "") const;
-    int param_int(const std::string &key, int fallback) const;
-    // The buffer argument `arg`, or nullptr if the pipeline has no such argument.
-    const halide_filter_argument_t *argument(const std::string &arg) const;
+    // Views, not copies: eligibility checks read parameters on every call.
+    std::string_view param(std::string_view key, std::string_view fallback = {}) const;
+    int param_int(std::string_view key, int fallback) const;
+    // The index of argument `arg` in the pipeline's argv, or -1 if it has none.
+    int argument_index(const char *arg) const;
+    // The argument `arg`, or nullptr if the pipeline has no such argument.
+    const halide_filter_argument_t *argument(const char *arg) const;
     const char *device_name() const { return device == Device::cuda ? "cuda" : "cpu"; }
 };
 

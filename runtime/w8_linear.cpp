@@ -62,7 +62,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
         bind_linear(query, c);
         return query.bounds_fit({c.m, c.n, c.k});
     }
-    const std::string s = v.param("schedule");
+    const std::string_view s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
     if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);

@@ -40,14 +40,10 @@ for step in $steps; do
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
       grep -h "dispatch chose" "$out"/explore_*.md ;;
-    hostcost)  # issue 5: host time of one C ABI call; a perf profile where perf exists
+    hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"
-      if command -v perf > /dev/null; then
-        perf record -g -o "$out/perf.data" build/bench/schedx-host-cost 20000 > /dev/null 2>&1 &&
-          perf report -i "$out/perf.data" --stdio --no-children --percent-limit 1 > "$out/host_cost_perf.txt" 2>&1
-        rm -f "$out/perf.data"
-      fi ;;
+      build/bench/schedx-host-cost 20000 --profile > "$out/host_cost_profile.txt" 2>&1 || rc=1 ;;
     torch)
       (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
          python3 compare_torch.py --quick --commit "$commit" --out "$out/compare_torch.md" \

@@ -215,12 +215,16 @@ private:
     // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
     // register array: constant extents (the guarded K split hides that a step is whole;
     // bound_extent restates it), one vector load per row.
+    // Vectors of 4 words: an 8-word vector became 8 scalar loads (the 128-bit access rule).
     void stage_in_registers(Func rows, Func intm, RVar ro, int words, Var row, int count) {
+        Var kv("kv");
         rows.compute_at(intm, ro)
             .store_in(MemoryType::Register)
             .bound_extent(k, words)
             .bound_extent(row, count)
-            .vectorize(k)
+            .split(k, k, kv, std::min(words, 4))
+            .vectorize(kv)
+            .unroll(k)
             .unroll(row);
     }
 
@@ -237,24 +241,23 @@ private:
             .gpu_blocks(no, mo)
             .gpu_threads(nl, nw);
 
-        RVar ro("ro"), rl("rl"), rw("rw"), rb("rb");
+        RVar ro("ro"), rl("rl"), rw("rw");
         Func intm = acc.update()
                         .split(r, ro, rl, k_step(), TailStrategy::GuardWithIf)
                         .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
-                        .split(rw, rw, rb, 4, TailStrategy::GuardWithIf)
-                        .rfactor({{rl, u}, {rw, v}});
+                        .rfactor(rl, u);
         // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
-        // so the accumulators are a fixed set of registers.
-        intm.compute_at(*y, nw).bound_extent(n, R).bound_extent(m, B).vectorize(v).unroll(n).unroll(m).gpu_lanes(u);
+        // so the accumulators are a fixed set of registers: one per output and lane. A lane
+        // sums its 4*LW elements in place, so the cross-lane step shuffles R*B values (it
+        // shuffled R*B*LW when the lane kept LW partials in a vector, and the 2-wide
+        // float vectors cost packing moves in every step).
+        intm.compute_at(*y, nw).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m).gpu_lanes(u);
         intm.update()
-            .reorder(v, rb, n, m, ro, u)
-            .vectorize(v)
-            .unroll(rb)
-            .unroll(n)
+            .reorder(m, n, rw, ro, u)  // the R*B independent chains interleave
             .unroll(m)
+            .unroll(n)
+            .unroll(rw)
             .gpu_lanes(u);
-        // The cross-lane sum indexes the lane's partial vector: unrolled, it stays in registers.
-        acc.update().unroll(rw);
         // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
         stage_in_registers(w_rows, intm, ro, LW, n, R);
         stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);

@@ -19,7 +19,7 @@ for step in $steps; do
   rc=0
   case $step in
     tests)  # both binaries run; the step fails if either does
-      for t in schedx_cuda_tests schedx_cuda_w8_tests; do
+      for t in schedx_cuda_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests; do
         build/tests/$t > "$out/$t.log" 2>&1 || rc=1
         tail -n 6 "$out/$t.log"
       done ;;

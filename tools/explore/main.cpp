@@ -65,7 +65,7 @@ void throw_if_failed(schedx_status s) {
 
 struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
-    std::vector<std::string> shapes;
+    std::vector<std::string> shapes, variants;
     int repeats = 11;
     bool list = false, all = false;
 };
@@ -100,8 +100,8 @@ void print_registry() {
 
 class Explorer {
 public:
-    Explorer(Backend &b, int repeats, double run_ceiling_gbps)
-        : b_(b), repeats_(repeats), run_ceiling_gbps_(run_ceiling_gbps), tty_(isatty(2)) {}
+    Explorer(Backend &b, int repeats, double run_ceiling_gbps, std::vector<std::string> only)
+        : b_(b), repeats_(repeats), run_ceiling_gbps_(run_ceiling_gbps), only_(std::move(only)), tty_(isatty(2)) {}
 
     // Explores one shape; returns its rows (the table) and appends its records.
     std::vector<Row> shape(const OpDriver &d, const std::string &config, const std::vector<int64_t> &shape) {
@@ -125,6 +125,7 @@ public:
         std::vector<schedx::TuningRecord> records;
         int index = 0;
         for (const schedx::Variant *v : trace.candidates) {
+            if (!selected(v->name)) continue;
             progress(d.op + " " + trace.workload.dtypes + " " + shape_text + ": " + std::to_string(++index) + "/" +
                      std::to_string(trace.candidates.size()) + " " + v->name);
             if (std::find(trace.runnable.begin(), trace.runnable.end(), v) == trace.runnable.end()) {
@@ -165,6 +166,12 @@ public:
     size_t appended() const { return appended_; }
 
 private:
+    bool selected(const std::string &name) const {
+        if (only_.empty()) return true;
+        return std::any_of(only_.begin(), only_.end(),
+                           [&](const std::string &part) { return name.find(part) != std::string::npos; });
+    }
+
     // One line on stderr, rewritten in place on a terminal.
     void progress(const std::string &line) {
         if (tty_) {
@@ -177,6 +184,7 @@ private:
     Backend &b_;
     int repeats_;
     double run_ceiling_gbps_;
+    std::vector<std::string> only_;  // --variants: name parts; empty for all
     bool tty_;
     int failures_ = 0;
     size_t appended_ = 0;
@@ -213,7 +221,7 @@ int run(const Options &o) {
         std::printf("%s: device-to-device copy of 1 GiB: %.0f GB/s (read + write)\n", info.device_name.c_str(),
                     run_ceiling);
     }
-    Explorer explorer(*b, o.repeats, run_ceiling);
+    Explorer explorer(*b, o.repeats, run_ceiling, o.variants);
     std::vector<Row> all_rows;
     for (const OpDriver *d : selected) {
         std::vector<std::vector<int64_t>> shapes;
@@ -247,6 +255,9 @@ int main(int argc, char **argv) {
     auto *op = app.add_option("--op", o.op, "operator to explore")->check(CLI::IsMember(ops));
     app.add_flag("--all", o.all, "every operator, default shapes")->excludes(op);
     app.add_option("--shapes", o.shapes, "shapes, e.g. 4096x4096,8192x8192 (default: per operator and device)")
+        ->delimiter(',');
+    app.add_option("--variants", o.variants,
+                   "time only variants whose names contain one of these parts, e.g. gemv,b8_ (default: all)")
         ->delimiter(',');
     app.add_option("--device", o.device, "cpu, cuda, or auto: cuda when a GPU is present")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}));

@@ -125,10 +125,10 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         return v.param("in_type") == in_type && v.param("outputs", "both") == outputs &&
                (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);
     });
-    std::vector<const Variant *> runnable;
-    for (const Variant *v : candidates) {
-        if (can_run(*v, c)) runnable.push_back(v);
-    }
+    const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
+                     aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
+    const std::vector<const Variant *> runnable =
+        runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 

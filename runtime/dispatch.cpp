@@ -16,6 +16,26 @@ thread_local std::map<std::string, DispatchTrace> last_choice;
 
 }  // namespace
 
+std::vector<const Variant *> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+                                               const std::function<bool(const Variant &)> &can_run) {
+    static std::mutex mutex;
+    static std::map<std::pair<const void *, RunKey>, std::vector<const Variant *>> cache;
+    const auto cache_key = std::make_pair(static_cast<const void *>(&candidates), key);
+    {
+        std::lock_guard<std::mutex> lock(mutex);
+        auto it = cache.find(cache_key);
+        if (it != cache.end()) return it->second;
+    }
+    std::vector<const Variant *> runnable;
+    for (const Variant *v : candidates) {
+        if (can_run(*v)) runnable.push_back(v);
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes
+    cache.emplace(cache_key, runnable);
+    return runnable;
+}
+
 schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
                              const std::vector<const Variant *> &runnable, const Variant **chosen) {
     std::string forced_name;

@@ -2,7 +2,9 @@
 // the shape (tuning database), else the first runnable variant in variants.json order.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,14 @@ struct DispatchTrace {
     std::string reason;
 };
 const DispatchTrace *last_dispatch(const std::string &op);
+
+// The variants of `candidates` for which `can_run` holds, memoised under `key`, which
+// must decide every can_run answer (shape, leading dimensions, alignment bits): checking
+// each variant's parameters, and the bounds queries of autoscheduled ones, on every call
+// was most of the host time of a small call.
+using RunKey = std::array<int64_t, 12>;
+std::vector<const Variant *> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+                                               const std::function<bool(const Variant &)> &can_run);
 
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as

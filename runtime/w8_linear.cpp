@@ -51,10 +51,10 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
     bind_common(call, c);
 }
 
-// Which variants may take a call. Besides hard requirements (alignment, whole K steps,
-// the generated bounds of autoscheduled variants) two bounds are preferences set before any H200 measurement: split-K only up
-// to N = 1024 and cuBLAS only above M = 16. They also bound what exploration can measure,
-// so the cuBLAS crossover below M = 17 is still unmeasured.
+// Which variants may take a call: hard requirements only (alignment, whole K steps, the
+// batch a small-batch variant holds, the generated bounds of autoscheduled variants), so
+// exploration measures every candidate; cuBLAS from M = 17, where the fused kernels
+// stop (the crossover among them is the tuning database's to find).
 bool can_run(const Variant &v, const W8LinearCall &c) {
     if (!v.param("autoscheduler").empty()) {
         // Autoscheduled: the shapes its generated bounds accept.
@@ -66,7 +66,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
     if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
-    if (s == "cuda_splitk") return c.m == 1 && c.n <= 1024 && words_fit(c, step * v.param_int("split_k", 8));
+    if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
@@ -154,10 +154,9 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                (is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                       (v.param("with_bias") == "true") == (bias != nullptr)));
     });
-    std::vector<const Variant *> runnable;
-    for (const Variant *v : candidates) {
-        if (can_run(*v, c)) runnable.push_back(v);
-    }
+    const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
+    const std::vector<const Variant *> runnable =
+        runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream);

@@ -121,11 +121,17 @@ def _numpy_dtypes(np):
 
 
 def _stream(a):
-    """The stream a call on `a` runs on: its device's current torch stream, else none."""
+    """The stream a call on `a` runs on: its device's current torch stream, else none.
+    The raw-pointer getter Inductor's generated code uses skips building a Stream object
+    (part of the host cost of a call that issue 5 bounds); older torch falls back."""
     if a.device != _capi.DEVICE_CUDA:
         return None
     import torch
-    return torch.cuda.current_stream(a.torch_device).cuda_stream
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        return torch.cuda.current_stream(a.torch_device).cuda_stream
+    index = a.torch_device.index
+    return raw(torch.cuda.current_device() if index is None else index)
 
 
 def _named_dtype(like, name):

@@ -214,13 +214,14 @@ private:
         scale_inv->gpu_single_thread();
     }
 
-    // H200, bf16 -> e4m3fn, same run as a device copy (bench/results/compare_torch_2026-12-02.md):
-    // 8192^2 t128r16w4 75.9 us (83% of copy, 1.35x torch.compile), t64r8w4 78.1, t64r4w4 82.3;
-    // 4096^2 t64r8w4 25.2 us. Fixing the fp8 format per variant and the one-add subnormal
-    // path took t64r4w4 from 122 to 81 us at 8192^2: the kernel was issue-bound, not DRAM-bound.
-    // 8-word loads (w8) spill their staging to local memory and lose (100-138 us).
-    // Measured before the outputs were declared 16-byte aligned; since then each row's two
-    // output words are one 8-byte store (PTX st.global.v2), not yet timed on the H200.
+    // H200, bf16 -> e4m3fn, same run as a device copy and torch.compile
+    // (bench/results/compare_torch_2026-12-02_h200_203fc7b.md): 8192^2 t128r16w4 75.6 us
+    // (84% of a 1 GiB copy, 91% of a copy of x; 1.36x torch.compile), t64r8w4 76.0,
+    // t64r4w4 79.9; 4096^2 t64r8w4 23.6 us (1.58x). Fixing the fp8 format per variant and
+    // the one-add subnormal path took t64r4w4 from 122 to 81 us at 8192^2: the kernel was
+    // issue-bound, not DRAM-bound. 8-word loads (w8) spill their staging to local memory
+    // and lose (100-139 us). Single 8-byte output stores (16-byte host alignment) left the
+    // times unchanged (75.9 -> 75.6 us): stores are not the limit.
     // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
     // threads idles the rest at each barrier); each thread moves load_words input words

@@ -176,7 +176,9 @@ private:
 
     // CPU: each output is one dot product of two contiguous rows, vectorized along K with
     // the partial sums in vector lanes (rfactor); outputs in parallel blocks of columns so
-    // that the W rows of a block are read once while x stays in cache. Not yet measured.
+    // that the W rows of a block are read once while x stays in cache. Slower than
+    // Adams2019's schedule on the build machine (1.4-3.5x, no register tile over M), which
+    // is therefore the CPU default where its bounds fit (bench/results/autoschedulers_2026-12-02.md).
     void schedule_cpu() {
         const int vec = natural_vector_size<float>() * 2;
         RVar ro("ro"), ri("ri");
@@ -188,7 +190,9 @@ private:
 
     // Any shape, leading dimension and alignment: one warp per output, its 32 lanes
     // striding over K with element loads and guarded tails, the partials summed by warp
-    // shuffles. The reference the tuned schedules are checked against. Not yet measured.
+    // shuffles. The reference the tuned schedules are checked against. H200, N = K = 8192:
+    // M = 1 56.6 us, M = 16 615 us (2.6x / 3.8x the best fast variant): one output per warp
+    // re-reads x for every output and loads 2-byte elements.
     void schedule_cuda_general() {
         RVar ro("ro"), rl("rl");
         y->split(n, no, nw, 8, TailStrategy::GuardWithIf)
@@ -210,8 +214,15 @@ private:
     // columns and every weight for all its rows from registers; int8 converts by the
     // float bit trick. The lanes' partials meet by warp shuffles at the end. Columns
     // beyond N and rows beyond M compute clamped copies that are never stored.
-    // M = 1 is bound by reading W once; B rows reuse each weight B times, which keeps
-    // B <= 16 memory-bound on CUDA cores (../shared/ANCHORS.md). Not yet measured.
+    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-02_h200_203fc7b.md):
+    // M = 1 gemv_r2w8 21.6 us (73% of a 1 GiB copy's bandwidth; 4 columns per warp 23.2,
+    // 2 words per lane 28.7), M = 2 b2_r4w4 27.0, M = 4 b4_r2w4 41.6, M = 8 b8_r1w2 91.1,
+    // M = 16 b16_r2w2 160 us. Lanes keep one scalar sum per output: with a 2-wide float
+    // vector per lane (the first version) every step paid packing moves and the end
+    // LW times the shuffles (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is
+    // instruction-bound: 2M FMAs per weight byte plus 3 instructions per weight to convert
+    // it and M/R per weight to convert x, and fewer columns per warp (more warps resident)
+    // beat fewer x conversions.
     // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
     // register array: constant extents (the guarded K split hides that a step is whole;
     // bound_extent restates it), one vector load per row.
@@ -267,7 +278,8 @@ private:
     // a block owns rows_per_warp columns and split_k warps share their K range
     // (interleaved steps, 16-byte W loads); each warp's partial goes through shared
     // memory and one thread per output sums split_k of them. M rows run as blocks.
-    // Not yet measured.
+    // H200, M = 1: 88.7 us at N = K = 4096 and 184 us at 8192, 8x the GEMV variants (not
+    // yet analysed); for the small N it is meant for (N <= 1024) not yet measured.
     void schedule_cuda_splitk() {
         const int R = rows_per_warp, LW = load_words, S = split_k;
         const int step = 32 * LW * 4;
@@ -290,7 +302,9 @@ private:
     }
 
     // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores
-    // of x's dtype per thread. Bandwidth-bound; the GEMM that follows dominates.
+    // of x's dtype per thread. H200, M = 1024, N = K = 8192: the whole path (this, the fp32
+    // GEMM and the epilogue) takes 362 us against 180 us for cuBLAS on a ready bf16 W;
+    // how the time splits between the three kernels is not yet measured.
     void schedule_dequantize() {
         w->dim(0).set_min(0).set_extent((w->dim(0).extent() / 4) * 4);
         w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);

@@ -40,6 +40,11 @@ public:
         const Type out_t = word_io ? UInt(32) : UInt(8);
         if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
+        if (with_amax && word_io) {
+            // The tiled kernel writes max |x| bits per T x T tile here (a workspace the
+            // runtime keeps per stream); a small second kernel folds it into amax.
+            tile_amax = add_output<Buffer<uint32_t, 2>>("tile_amax");
+        }
         if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
             scale_inv = add_output<Buffer<float, 0>>("scale_inv");
@@ -77,18 +82,29 @@ public:
             // Non-negative floats order like their bits and NaN bits exceed inf's, so an
             // integer max of |x|'s bits is max |x| with NaN propagated. Tiles may overhang
             // the matrix: clamped coordinates repeat an element, which leaves a max unchanged.
-            Func abs_bits("abs_bits");
+            // The tiled variants take whole tiles only, and unclamped reads let their
+            // per-thread staging have a provably constant size.
+            const bool whole_tiles = word_io;
             Expr value_at = schedx::decode_to_float(
-                element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)), in_type);
+                whole_tiles ? element_bits(x, y)
+                            : element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)),
+                in_type);
             abs_bits(x, y) = reinterpret<uint32_t>(value_at) & schedx::u32(0x7FFFFFFF);
-            const bool gpu = sched.value() != "cpu";
-            const int tw = 256, th = gpu ? 128 : 32;
+            // The tiled kernels reduce their own T x T tile (the amax is fused into them);
+            // the separate kernels use 256 x 128 tiles, the CPU 256 x 32.
+            const bool gpu = sched.value() != "cpu", tiled = sched.value() == "cuda_tiled";
+            const int tw = tiled ? int(tile) : 256, th = tiled ? int(tile) : (gpu ? 128 : 32);
             RDom t(0, tw, 0, th, "t");
             tile_max(x, y) = schedx::u32(0);
             tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
             amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
             (*amax)() = schedx::u32(0);
-            (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
+            if (tile_amax) {
+                (*tile_amax)(x, y) = tile_max(x, y);
+                (*amax)() = max((*amax)(), (*tile_amax)(amax_tiles.x, amax_tiles.y));
+            } else {
+                (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
+            }
             (*scale_inv)() = 1.0f / scale();
             amax_tile_rdom = t;
         }
@@ -119,9 +135,11 @@ private:
     Input<Buffer<>> *input = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr;
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
+    Output<Buffer<uint32_t, 2>> *tile_amax = nullptr;
     Output<Buffer<float, 0>> *scale_inv = nullptr;
     Func xbits{"xbits"};  // element bits in a uint32
     Func f8{"f8"}, f8_words{"f8_words"};
+    Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
     Func tile_max{"tile_max"};  // max |x| bits per tile
     RDom amax_tiles, amax_tile_rdom;
 
@@ -195,8 +213,8 @@ private:
         if (with_amax) schedule_amax_gpu();
     }
 
-    // amax in its own kernel (+65 us at 8192^2 on the H200, read-bound; fusing it into the
-    // tiled kernel is the open lever), one block per 256x128 tile: 256 threads each reduce a column
+    // amax in its own kernel (+65 us at 8192^2 on the H200, read-bound; the tiled variants
+    // fuse it instead, schedule_amax_fused), one block per 256x128 tile: 256 threads each reduce a column
     // of the tile in registers (16 loads in flight; 8 gave 0.8 TB/s at 4096^2 on the H200), one thread folds them from shared memory, and one atomic max
     // per block lands in the output (an atomic per element took 15 ms at 4096^2 on the H200).
     void schedule_amax_gpu() {
@@ -299,7 +317,55 @@ private:
             .vectorize(wi)
             .unroll(wo)
             .unroll(in_regs.args()[1]);
-        if (with_amax) schedule_amax_gpu();
+        if (with_amax) schedule_amax_fused(first, T, TX, R);
+    }
+
+    // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
+    // block fused with the cast's blocks (compute_with). Each thread of the cast's TX x T/R
+    // grid reduces the T/TX x R elements it loaded for the cast (16-byte loads again, L1
+    // hits) and folds them into the block's value in shared memory. A second kernel folds
+    // tile_amax: a block per row of tiles, one atomic max per block. Built and checked with
+    // ptxas only (sm_90: t64r8w4 1288 -> about 1500 SASS instructions, 40 registers, no
+    // local memory); not yet run on the H200, where the separate pass costs +65 us at 8192^2.
+    void schedule_amax_fused(Func first, int T, int TX, int R) {
+        Var lx("lx"), ly("ly"), ty("ty");
+        RVar cols_o("cols_o"), cols_i("cols_i");
+        // Split by 1 so that the tile loops carry the names of the cast's block loops.
+        tile_amax->split(x, xo, xi, 1)
+            .split(y, yo, yi, 1)
+            .reorder(xi, yi, xo, yo)
+            .gpu_blocks(xo, yo)
+            .compute_with(first, xo);
+        tile_max.compute_at(*tile_amax, xo);
+        RVar txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi");
+        Func per_thread = tile_max.update()
+                              .split(amax_tile_rdom.x, txo, txi, T / TX)
+                              .split(amax_tile_rdom.y, tyo, tyi, R)
+                              .rfactor({{txo, lx}, {tyo, ly}});
+        // Each thread folds its partial into the block's value with a shared-memory atomic
+        // max: one thread folding all partials serially left the block waiting on it.
+        tile_max.update().atomic().gpu_threads(txo, tyo);
+        per_thread.compute_at(tile_max, txo);
+        per_thread.update().reorder(txi, tyi, lx, ly).unroll(txi).unroll(tyi);
+        // The thread's input words again, as 16-byte loads into registers (L1 hits).
+        const int epw = 32 / schedx::elem_bits(in_type), words = T / TX / epw;
+        Func in_amax = input->in(abs_bits);
+        Var wo("wo"), wi("wi");
+        in_amax.compute_at(per_thread, lx)
+            .store_in(MemoryType::Register)
+            .bound_extent(in_amax.args()[0], words)
+            .bound_extent(in_amax.args()[1], R)
+            .split(in_amax.args()[0], wo, wi, std::min(words, 4))
+            .vectorize(wi)
+            .unroll(wo)
+            .unroll(in_amax.args()[1]);
+
+        Func per_row = amax->update().rfactor(amax_tiles.y, ty);
+        amax->update().atomic().gpu_blocks(amax_tiles.y);
+        per_row.compute_at(*amax, amax_tiles.y);
+        per_row.update().split(amax_tiles.x, cols_o, cols_i, 16, TailStrategy::GuardWithIf).unroll(cols_i);
+        amax->gpu_single_thread();
+        scale_inv->gpu_single_thread();
     }
 };
 

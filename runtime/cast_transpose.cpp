@@ -1,4 +1,5 @@
 // schedx_cast_transpose_fp8: validation, variant eligibility and the call.
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,18 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     PipelineCall call(*v, stream);
     bind(call, *v, c);
     const bool fused_amax = v->argument("amax") != nullptr;
+    // Tiled variants with fused amax write one value per tile into the stream's workspace
+    // and fold it in a second kernel; the lock keeps another thread's call on this stream
+    // from reallocating it in between.
+    std::unique_lock<std::mutex> workspace_lock;
+    if (v->argument("tile_amax")) {
+        const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;
+        void *ctx = nullptr, *tiles = nullptr;
+        if ((s = cuda_context_for(x, "x", &ctx))) return s;
+        workspace_lock = lock_stream_workspace(ctx, stream);
+        if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
+        call.bind_matrix("tile_amax", tiles, tiles_y, tiles_x, tiles_x, 4);
+    }
     if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream);
     return SCHEDX_OK;

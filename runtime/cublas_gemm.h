@@ -5,7 +5,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 #include "schedx/schedx.h"
 
@@ -13,18 +12,6 @@ namespace schedx {
 
 // True once libcublas is loaded (tried on the first call, then remembered).
 bool cublas_available();
-
-// Held by a caller across everything it enqueues that uses the (context, stream)
-// workspace: two host threads on one stream would otherwise interleave their
-// dequantize / GEMM / epilogue launches, or one would free a workspace the other is
-// still enqueueing work on.
-std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
-
-// Device scratch for one (context, stream): at least `bytes`, 256-byte aligned. Cached
-// per device and stream, grown on demand and never freed (no allocation per call once
-// warm). Calls on one stream run in order, so reusing the scratch is race-free under
-// lock_stream_workspace; two streams get two scratches because their calls may overlap.
-schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
 // c[m][n] (fp32, leading dim ldc) = a[m][k] * b[n][k]^T with a and b of one 16-bit dtype
 // (fp16 when `fp16`, else bf16), fp32 accumulation, on `stream` in `context`.

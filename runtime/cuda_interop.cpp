@@ -5,7 +5,9 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #include "HalideRuntimeCuda.h"
 #include "status.h"
@@ -28,6 +30,11 @@ struct Driver {
     CUresult (*cuDeviceGetName)(char *, int, int);
     CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
     CUresult (*cuDriverGetVersion)(int *);
+    CUresult (*cuMemAlloc)(uint64_t *, size_t);
+    CUresult (*cuMemFree)(uint64_t);
+    CUresult (*cuCtxPushCurrent)(void *);
+    CUresult (*cuCtxPopCurrent)(void **);
+    CUresult (*cuStreamSynchronize)(void *);
     std::atomic<void *> contexts[kMaxDevices] = {};
     std::mutex mutex;  // serializes retaining a primary context
     bool ok = false;
@@ -51,7 +58,9 @@ Driver &driver() {
               sym(d.cuPointerGetAttributes, "cuPointerGetAttributes") &&
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
-              sym(d.cuDriverGetVersion, "cuDriverGetVersion"))) {
+              sym(d.cuDriverGetVersion, "cuDriverGetVersion") && sym(d.cuMemAlloc, "cuMemAlloc_v2") &&
+              sym(d.cuMemFree, "cuMemFree_v2") && sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
+              sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") && sym(d.cuStreamSynchronize, "cuStreamSynchronize"))) {
             d.error = "CUDA driver lacks a required entry point";
             return;
         }
@@ -148,6 +157,48 @@ schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *
 
 void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf) {
     if (buf->device) halide_cuda_detach_device_ptr(ctx, buf);
+}
+
+namespace {
+
+struct StreamWorkspace {
+    uint64_t scratch = 0;
+    size_t bytes = 0;
+    std::mutex in_use;  // see lock_stream_workspace
+};
+std::mutex workspaces_mutex;  // guards `workspaces` and each entry's scratch and bytes
+std::map<std::pair<void *, void *>, StreamWorkspace> workspaces;
+
+}  // namespace
+
+std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream) {
+    std::mutex *in_use;
+    {
+        std::lock_guard<std::mutex> lock(workspaces_mutex);
+        in_use = &workspaces[{context, stream}].in_use;  // map entries never move
+    }
+    return std::unique_lock<std::mutex>(*in_use);
+}
+
+schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr) {
+    Driver &d = driver();
+    if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    std::lock_guard<std::mutex> lock(workspaces_mutex);
+    StreamWorkspace &w = workspaces[{context, stream}];
+    if (w.bytes < bytes) {
+        if (d.cuCtxPushCurrent(context) != 0) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+        // Earlier calls on this stream may still read the old scratch.
+        bool ok = !w.scratch || (d.cuStreamSynchronize(stream) == 0 && d.cuMemFree(w.scratch) == 0);
+        w.scratch = 0;
+        w.bytes = 0;
+        ok = ok && d.cuMemAlloc(&w.scratch, bytes) == 0;
+        void *popped = nullptr;
+        d.cuCtxPopCurrent(&popped);
+        if (!ok) return fail(SCHEDX_ERR_KERNEL, "cannot allocate a " + std::to_string(bytes) + "-byte workspace");
+        w.bytes = bytes;
+    }
+    *ptr = reinterpret_cast<void *>(w.scratch);
+    return SCHEDX_OK;
 }
 
 std::string cuda_device_name(int ordinal) {

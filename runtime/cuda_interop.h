@@ -5,7 +5,9 @@
 // caller's stream, both carried per call in the pipeline's user_context.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "HalideRuntime.h"
@@ -32,6 +34,19 @@ bool is_known_device_pointer(const void *ptr);
 
 schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *ptr);
 void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf);
+
+// Held by a caller across everything it enqueues that uses the (context, stream)
+// workspace: two host threads on one stream would otherwise interleave their launches,
+// or one would free a workspace the other is still enqueueing work on.
+std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
+
+// Device scratch for one (context, stream): at least `bytes`, 256-byte aligned. Cached
+// per device and stream, grown on demand and never freed (no allocation per call once
+// warm). Calls on one stream run in order, so reusing the scratch is race-free under
+// lock_stream_workspace; two streams get two scratches because their calls may overlap.
+// Used by the large-M w8_linear path (dequantized W, GEMM result) and by the tiled
+// cast_transpose variants with fused amax (one value per tile).
+schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.
 std::string cuda_device_name(int ordinal = 0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -102,6 +103,12 @@ struct FileState {
 
 std::mutex db_mutex;
 FileState db;  // guarded by db_mutex
+// When the file was last stat()ed, and whether the next lookup must stat it regardless
+// (this process appended, or a test asked): a stat() per call was a seventh of the host
+// time of a small call.
+std::chrono::steady_clock::time_point db_checked;
+bool db_recheck = true;
+constexpr std::chrono::milliseconds kRecheckInterval{100};
 
 void load(FileState *f) {
     std::ifstream in(f->path, std::ios::binary);
@@ -125,9 +132,14 @@ void load(FileState *f) {
     }
 }
 
-// Re-reads the database when its path or file changed since the last read; explore
-// appends while a process runs, and its records apply from the next call.
+// Re-reads the database when its path or file changed since the last read, looking at
+// the file at most every kRecheckInterval: another process's appends (explore running
+// next to a server) apply within that interval, this process's own from the next call.
 void refresh(const std::string &path) {
+    const auto now = std::chrono::steady_clock::now();
+    if (path == db.path && !db_recheck && now - db_checked < kRecheckInterval) return;
+    db_checked = now;
+    db_recheck = false;
     struct stat st {};
     const bool exists = stat(path.c_str(), &st) == 0;
     if (path == db.path && exists == db.exists &&
@@ -277,8 +289,14 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records) {
     }
     flock(fd, LOCK_UN);
     close(fd);
+    tuning_db_recheck();
     if (err) return fail(SCHEDX_ERR_DATABASE, "cannot write tuning database " + path + ": " + std::strerror(err));
     return SCHEDX_OK;
+}
+
+void tuning_db_recheck() {
+    std::lock_guard<std::mutex> lock(db_mutex);
+    db_recheck = true;
 }
 
 const Variant *tuning_db_best(const Workload &w, const std::vector<const Variant *> &runnable, std::string *reason) {

@@ -40,7 +40,11 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records);
 
 // Fastest recorded variant among `runnable` for the exact shape, else for the nearest
 // recorded shape in the same bucket (every dimension within 2x), with the reason; nullptr
-// when nothing usable is recorded. The file is re-read when it changes.
+// when nothing usable is recorded. The file is re-read when it changes, checked at most
+// every 100 ms, and at the next lookup after this process appends.
 const Variant *tuning_db_best(const Workload &w, const std::vector<const Variant *> &runnable, std::string *reason);
+
+// Makes the next lookup check the file at once (tests that write it as another process would).
+void tuning_db_recheck();
 
 }  // namespace schedx

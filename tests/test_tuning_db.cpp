@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -33,6 +35,7 @@ public:
         const char *old = std::getenv("SCHEDX_TUNING_DB");
         if (old) old_ = old;
         setenv("SCHEDX_TUNING_DB", path.c_str(), 1);
+        schedx::tuning_db_recheck();  // mkstemp may reuse a name an earlier test's process read
     }
     ~TempDb() {
         std::remove(path.c_str());
@@ -94,7 +97,10 @@ TEST_CASE("exact shape: the fastest recorded variant, the latest measurement of 
     db.write(record({64, 64}, kUnfused, 20) + record({64, 64}, kFused, 10));
     CHECK(dispatched(64, 64) == kFused);
     CHECK(reason() == "tuned exact shape");
-    db.write(record({64, 64}, kFused, 30));  // re-measured slower: supersedes, and is seen without a restart
+    // Re-measured slower (as by explore in another process): supersedes, and is seen
+    // without a restart once the 100 ms recheck interval has passed.
+    db.write(record({64, 64}, kFused, 30));
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
     CHECK(dispatched(64, 64) == kUnfused);
     CHECK(reason() == "tuned exact shape");
 }

@@ -31,7 +31,7 @@ public:
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
-    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch: rows of x per warp
+    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch: rows of x per warp; cpu: per pass
     GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
 
     void configure() {
@@ -176,16 +176,29 @@ private:
 
     // CPU: each output is one dot product of two contiguous rows, vectorized along K with
     // the partial sums in vector lanes (rfactor); outputs in parallel blocks of columns so
-    // that the W rows of a block are read once while x stays in cache. Slower than
-    // Adams2019's schedule on the build machine (1.4-3.5x, no register tile over M), which
-    // is therefore the CPU default where its bounds fit (bench/results/autoschedulers_2026-12-02.md).
+    // that the W rows of a block are read once while x stays in cache. With batch = 1 it
+    // is the default below M = 4 (Adams2019's bounds refuse M = 1 and 3 there).
     void schedule_cpu() {
-        const int vec = natural_vector_size<float>() * 2;
+        const int vec = natural_vector_size<float>() * 2, B = batch;
         RVar ro("ro"), ri("ri");
         Func intm = acc.update().split(r, ro, ri, vec, TailStrategy::GuardWithIf).rfactor(ri, v);
-        y->split(n, no, ni, 16, TailStrategy::GuardWithIf).reorder(ni, m, no).parallel(no);
-        intm.compute_at(*y, ni).vectorize(v);
-        intm.update().vectorize(v);
+        if (B == 1) {
+            y->split(n, no, ni, 16, TailStrategy::GuardWithIf).reorder(ni, m, no).parallel(no);
+            intm.compute_at(*y, ni).vectorize(v);
+            intm.update().vectorize(v);
+            return;
+        }
+        // batch = B: B rows of x per pass over a W row, so each converted weight vector
+        // serves B outputs (the conversion, not the FMA, dominated the B = 1 schedule).
+        // Rows beyond M read clamped copies and are never stored. Build machine (2 cores,
+        // AVX2), N = K = 4096, B = 4 against B = 1 and Adams2019: M = 4 1.72 / 2.50 / 3.28 ms,
+        // M = 16 5.77 / 10.5 / 6.53 ms; M = 1 1.97 / 0.85 ms (hence B = 4 only from M = 4).
+        y->split(n, no, ni, 16, TailStrategy::GuardWithIf)
+            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
+            .reorder(mi, ni, mo, no)
+            .parallel(no);
+        intm.compute_at(*y, ni).bound_extent(m, B).reorder_storage(v, m, n).vectorize(v).unroll(m);
+        intm.update().reorder(v, m, n, ro).vectorize(v).unroll(m);
     }
 
     // Any shape, leading dimension and alignment: one warp per output, its 32 lanes

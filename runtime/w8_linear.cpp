@@ -52,7 +52,7 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
 }
 
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
-// batch a small-batch variant holds, the generated bounds of autoscheduled variants), so
+// batch a small-batch variant holds or computes, the generated bounds of autoscheduled variants), so
 // exploration measures every candidate; cuBLAS from M = 17, where the fused kernels
 // stop (the crossover among them is the tuning database's to find).
 bool can_run(const Variant &v, const W8LinearCall &c) {
@@ -66,6 +66,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
     if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
+    // The CPU schedule with batch B always computes B rows per pass: from M = B on.
+    if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();

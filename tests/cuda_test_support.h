@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
@@ -69,6 +70,14 @@ inline std::string schedule_of_last(const char *op) {
         if (std::string(info.name) == last) return params_of(info)["schedule"];
     }
     return "none";
+}
+
+// SCHEDX_TEST_QUICK=1 (set by tools/gpu_check.sh for racecheck, which slows kernels by
+// orders of magnitude): one padded shape per variant, plus the ragged ones the general
+// variants take, one format and scale; every kernel still launches.
+inline bool quick_run() {
+    const char *v = std::getenv("SCHEDX_TEST_QUICK");
+    return v && *v && std::string(v) != "0";
 }
 
 // Exits 77 (ctest: skipped) without a CUDA device; else runs the suite once on the legacy

@@ -59,13 +59,15 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         struct Shape {
             int64_t m, k, ldx, ld_rows, ld_cols;
         };
-        std::vector<Shape> shapes{{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}, {256, 256, 320, 272, 288}};
+        std::vector<Shape> shapes{{256, 256, 320, 272, 288}};
+        if (!test::quick_run()) shapes.insert(shapes.end(), {{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}});
         const bool autoscheduled = p.count("autoscheduler") > 0;
         int ran = 0;
         if (!tiled) {
-            for (Shape s : {Shape{1, 1, 0, 0, 0}, Shape{17, 33, 0, 0, 0}, Shape{1, 1000, 0, 0, 0},
-                            Shape{1000, 1, 0, 0, 0}, Shape{4095, 4097, 0, 0, 0}, Shape{33, 65, 70, 67, 41}}) {
-                shapes.push_back(s);
+            shapes.push_back({33, 65, 70, 67, 41});
+            if (!test::quick_run()) {
+                shapes.insert(shapes.end(), {{1, 1, 0, 0, 0}, {17, 33, 0, 0, 0}, {1, 1000, 0, 0, 0},
+                                             {1000, 1, 0, 0, 0}, {4095, 4097, 0, 0, 0}});
             }
         }
         for (Shape s : shapes) {
@@ -75,6 +77,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                 for (float scale : {1.0f, 448.0f / 3.7f, 0x1p-12f}) {
                     // The large ragged shape once per variant: its CPU reference dominates the run time.
                     if (s.m * s.k > 1000000 && (f != SCHEDX_E4M3FN || scale != 1.0f)) continue;
+                    if (test::quick_run() && scale != 1.0f) continue;
                     CastTransposeCase c{s.m, s.k, s.ldx, s.ld_rows, s.ld_cols, dt, f, scale};
                     c.rows = outputs != "cols";
                     c.cols = outputs != "rows";

@@ -177,8 +177,17 @@ private:
         }
         if (rows || cols) f8.compute_at(first, xo).vectorize(x, vec, TailStrategy::GuardWithIf);
         if (with_amax) {
+            // Each tile's max in vector lanes (rfactor over 16-element column groups), rows
+            // of tiles in parallel. Build machine, bf16 4096^2 with amax: 15.6 -> 8.0 ms
+            // (the cast alone 7.8 ms); the scalar reduction cost as much as the cast.
+            const int lanes = natural_vector_size<uint32_t>() * 2;
+            Var lane("lane");
+            RVar txo("txo"), txi("txi");
+            Func per_lane = tile_max.update().split(amax_tile_rdom.x, txo, txi, lanes).rfactor(txi, lane);
             tile_max.compute_root().parallel(y);
             tile_max.update().parallel(y);
+            per_lane.compute_at(tile_max, x).vectorize(lane);
+            per_lane.update().vectorize(lane);
         }
     }
 

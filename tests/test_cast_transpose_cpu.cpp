@@ -107,13 +107,8 @@ TEST_CASE("amax and scale_inv") {
 }
 
 TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and ragged shapes") {
-    for (const std::string &name : test::variants_of("cast_transpose", "cpu")) {
-        schedx_variant_info info{};
-        for (int i = 0; i < schedx_variant_count(); i++) {
-            schedx_get_variant(i, &info);
-            if (name == info.name) break;
-        }
-        const std::string params = info.params;
+    for (const schedx_variant_info &info : test::variant_infos("cast_transpose", "cpu")) {
+        const std::string name = info.name, params = info.params;
         auto has = [&](const char *kv) { return params.find(kv) != std::string::npos; };
         const schedx_dtype dt = has("in_type=fp32") ? SCHEDX_FP32 : (has("in_type=fp16") ? SCHEDX_FP16 : SCHEDX_BF16);
         CAPTURE(name);

@@ -46,10 +46,7 @@ uint32_t random_half(int64_t i, int64_t j) { return random_bits(i, j) & 0xFFFF; 
 
 TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") {
     int checked = 0;
-    for (int i = 0; i < schedx_variant_count(); i++) {
-        schedx_variant_info info;
-        REQUIRE(schedx_get_variant(i, &info) == SCHEDX_OK);
-        if (std::string(info.op) != "cast_transpose" || std::string(info.device) != "cuda") continue;
+    for (const schedx_variant_info &info : test::variant_infos("cast_transpose", "cuda")) {
         auto p = params_of(info);
         const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
         const std::string outputs = p.count("outputs") ? p["outputs"] : "both";

@@ -90,11 +90,8 @@ std::string schedule_of_last() { return test::schedule_of_last("w8_linear"); }
 TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
     int checked = 0;
     double worst = 0;
-    for (int i = 0; i < schedx_variant_count(); i++) {
-        schedx_variant_info info;
-        REQUIRE(schedx_get_variant(i, &info) == SCHEDX_OK);
-        // The op filter also leaves out w8_linear_epilogue, the cuBLAS path's helper.
-        if (std::string(info.op) != "w8_linear" || std::string(info.device) != "cuda") continue;
+    // The op filter also leaves out w8_linear_epilogue, the cuBLAS path's helper.
+    for (const schedx_variant_info &info : test::variant_infos("w8_linear", "cuda")) {
         auto p = params_of(info);
         const bool cublas = p["stage"] == "dequantize";
         const schedx_dtype xt = p["x_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;

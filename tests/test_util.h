@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -54,13 +55,24 @@ inline uint32_t mix(uint32_t h) {
 // not even an append creates it). Tests that want a database set their own.
 inline void ignore_user_tuning_db() { setenv("SCHEDX_TUNING_DB", "/dev/null/schedx-tests-no-tuning-db.jsonl", 1); }
 
+// The registry rows of `op` on `device` ("cpu" or "cuda"), in variants.json order. Every
+// index below schedx_variant_count() must be readable: a failure aborts the test binary.
+inline std::vector<schedx_variant_info> variant_infos(const std::string &op, const std::string &device) {
+    std::vector<schedx_variant_info> out;
+    for (int i = 0; i < schedx_variant_count(); i++) {
+        schedx_variant_info info{};
+        if (schedx_get_variant(i, &info) != SCHEDX_OK) {
+            std::fprintf(stderr, "schedx_get_variant(%d) failed: %s\n", i, schedx_last_error());
+            std::abort();
+        }
+        if (op == info.op && device == info.device) out.push_back(info);
+    }
+    return out;
+}
+
 inline std::vector<std::string> variants_of(const std::string &op, const std::string &device) {
     std::vector<std::string> out;
-    for (int i = 0; i < schedx_variant_count(); i++) {
-        schedx_variant_info info;
-        schedx_get_variant(i, &info);
-        if (op == info.op && device == info.device) out.push_back(info.name);
-    }
+    for (const schedx_variant_info &info : variant_infos(op, device)) out.push_back(info.name);
     return out;
 }
 

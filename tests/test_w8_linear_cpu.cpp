@@ -75,12 +75,9 @@ TEST_CASE("w8_linear: random inputs within 1e-2 of an fp64 reference") {
 }
 
 TEST_CASE("w8_linear: every CPU variant, forced") {
-    const std::vector<std::string> names = test::variants_of("w8_linear", "cpu");
-    CHECK(names.size() == 11);
-    for (int i = 0; i < schedx_variant_count(); i++) {
-        schedx_variant_info info;
-        REQUIRE(schedx_get_variant(i, &info) == SCHEDX_OK);
-        if (std::string(info.op) != "w8_linear" || std::string(info.device) != "cpu") continue;
+    const std::vector<schedx_variant_info> infos = test::variant_infos("w8_linear", "cpu");
+    CHECK(infos.size() == 11);
+    for (const schedx_variant_info &info : infos) {
         const std::string p = std::string(" ") + info.params + " ";
         W8Case c{5, 33, 100, 0, 0, 40};
         c.x_dtype = p.find(" x_type=fp16 ") != std::string::npos ? SCHEDX_FP16 : SCHEDX_BF16;

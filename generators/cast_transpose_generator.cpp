@@ -317,16 +317,21 @@ private:
             .gpu_threads(xt, yt);
         if (pad_words > 0) f8_words.bound_storage(x, T / 4 + pad_words);
         // Each thread's input words go through registers: one 16-byte load per row.
-        // Loads wider than 16 bytes are split into 16-byte ones (the widest PTX access).
         Func in_regs = input->in(xbits);
+        in_regs.compute_at(f8_words, xt);
+        stage_words_in_registers(in_regs, LW);
+        if (with_amax) schedule_amax_fused(first, T, TX, R);
+    }
+
+    // A thread's input words (a wrapper of `input`, `words` per row) in registers, rows
+    // unrolled. Vectors wider than 4 words are split into 16-byte loads (the widest PTX access).
+    void stage_words_in_registers(Func staged, int words) {
         Var wo("wo"), wi("wi");
-        in_regs.compute_at(f8_words, xt)
-            .store_in(MemoryType::Register)
-            .split(in_regs.args()[0], wo, wi, std::min(LW, 4))
+        staged.store_in(MemoryType::Register)
+            .split(staged.args()[0], wo, wi, std::min(words, 4))
             .vectorize(wi)
             .unroll(wo)
-            .unroll(in_regs.args()[1]);
-        if (with_amax) schedule_amax_fused(first, T, TX, R);
+            .unroll(staged.args()[1]);
     }
 
     // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
@@ -359,15 +364,8 @@ private:
         // The thread's input words again, as 16-byte loads into registers (L1 hits).
         const int epw = 32 / schedx::elem_bits(in_type), words = T / TX / epw;
         Func in_amax = input->in(abs_bits);
-        Var wo("wo"), wi("wi");
-        in_amax.compute_at(per_thread, lx)
-            .store_in(MemoryType::Register)
-            .bound_extent(in_amax.args()[0], words)
-            .bound_extent(in_amax.args()[1], R)
-            .split(in_amax.args()[0], wo, wi, std::min(words, 4))
-            .vectorize(wi)
-            .unroll(wo)
-            .unroll(in_amax.args()[1]);
+        in_amax.compute_at(per_thread, lx).bound_extent(in_amax.args()[0], words).bound_extent(in_amax.args()[1], R);
+        stage_words_in_registers(in_amax, words);
 
         Func per_row = amax->update().rfactor(amax_tiles.y, ty);
         amax->update().atomic().gpu_blocks(amax_tiles.y);

@@ -50,7 +50,7 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
         PipelineCall query(v, nullptr);
         bind(query, v, c);
-        return query.bounds_fit({c.m, c.k});
+        return query.bounds_fit();
     }
     if (v.param("schedule") != "cuda_tiled") return true;
     const int64_t t = v.param_int("tile", 64);
@@ -59,10 +59,10 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
            (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0));
 }
 
-schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream) {
+schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
     for (const Variant &v : registry()) {
         if (v.op != "abs_max" || v.device != device || v.param("in_type") != in_type) continue;
-        PipelineCall call(v, stream);
+        PipelineCall call(v, stream, ctx);
         call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
         call.bind_scalar_buffer("scale", c.scale);
         call.bind_scalar_buffer("amax", c.amax);
@@ -109,7 +109,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     if (cols) spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
     if (amax) spans.push_back({"amax", amax, 1, 1, 1, 4, true});
     if (scale_inv) spans.push_back({"scale_inv", scale_inv, 1, 1, 1, 4, true});
-    if ((s = check_spans(spans, dev))) return s;
+    void *ctx = nullptr;
+    if ((s = check_spans(spans, dev, &ctx))) return s;
 
     const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
     const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
@@ -128,12 +129,11 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     });
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
                      aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
-    const std::vector<const Variant *> runnable =
-        runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
+    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
-    if ((s = choose_variant(w, candidates, runnable, &v))) return s;
+    if ((s = choose_variant(w, candidates, *runnable, &v))) return s;
 
-    PipelineCall call(*v, stream);
+    PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);
     const bool fused_amax = v->argument("amax") != nullptr;
     // Tiled variants with fused amax write one value per tile into the stream's workspace
@@ -142,13 +142,12 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     std::unique_lock<std::mutex> workspace_lock;
     if (v->argument("tile_amax")) {
         const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;
-        void *ctx = nullptr, *tiles = nullptr;
-        if ((s = cuda_context_for(x, "x", &ctx))) return s;
+        void *tiles = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
         call.bind_matrix("tile_amax", tiles, tiles_y, tiles_x, tiles_x, 4);
     }
     if ((s = call.run())) return s;
-    if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream);
+    if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);
     return SCHEDX_OK;
 }

@@ -16,19 +16,20 @@ thread_local std::map<std::string, DispatchTrace> last_choice;
 
 }  // namespace
 
-std::vector<const Variant *> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
-                                               const std::function<bool(const Variant &)> &can_run) {
+std::shared_ptr<const std::vector<const Variant *>> runnable_variants(
+    const std::vector<const Variant *> &candidates, const RunKey &key, const std::function<bool(const Variant &)> &can_run) {
+    using List = std::vector<const Variant *>;
     static std::mutex mutex;
-    static std::map<std::pair<const void *, RunKey>, std::vector<const Variant *>> cache;
+    static std::map<std::pair<const void *, RunKey>, std::shared_ptr<const List>> cache;
     const auto cache_key = std::make_pair(static_cast<const void *>(&candidates), key);
     {
         std::lock_guard<std::mutex> lock(mutex);
         auto it = cache.find(cache_key);
         if (it != cache.end()) return it->second;
     }
-    std::vector<const Variant *> runnable;
+    auto runnable = std::make_shared<List>();
     for (const Variant *v : candidates) {
-        if (can_run(*v)) runnable.push_back(v);
+        if (can_run(*v)) runnable->push_back(v);
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes

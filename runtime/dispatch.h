@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ const DispatchTrace *last_dispatch(const std::string &op);
 // must decide every can_run answer (shape, leading dimensions, alignment bits): checking
 // each variant's parameters, and the bounds queries of autoscheduled ones, on every call
 // was most of the host time of a small call.
+// Shared, not copied: the list is read on every call.
 using RunKey = std::array<int64_t, 12>;
-std::vector<const Variant *> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+std::shared_ptr<const std::vector<const Variant *>> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
                                                const std::function<bool(const Variant &)> &can_run);
 
 // `runnable` holds the variants that accept this call, in preference order (non-empty

@@ -1,7 +1,6 @@
 #include "pipeline_call.h"
 
 #include <cstring>
-#include <map>
 #include <mutex>
 
 #include "status.h"
@@ -21,9 +20,10 @@ void install_error_handler() {
 
 }  // namespace
 
-PipelineCall::PipelineCall(const Variant &variant, void *stream) : variant_(variant) {
+PipelineCall::PipelineCall(const Variant &variant, void *stream, void *context) : variant_(variant) {
     install_error_handler();
     cuda_.stream = stream;
+    cuda_.context = context;
     args_.resize(variant.metadata->num_arguments);
     for (int i = 0; i < variant.metadata->num_arguments; i++) {
         args_[i].name = variant.metadata->arguments[i].name;
@@ -120,15 +120,7 @@ schedx_status PipelineCall::run() {
 
 namespace schedx {
 
-bool PipelineCall::bounds_fit(const std::vector<int64_t> &shape_key) {
-    static std::mutex mutex;
-    static std::map<std::pair<const Variant *, std::vector<int64_t>>, bool> cache;
-    const auto key = std::make_pair(&variant_, shape_key);
-    {
-        std::lock_guard<std::mutex> lock(mutex);
-        auto it = cache.find(key);
-        if (it != cache.end()) return it->second;
-    }
+bool PipelineCall::bounds_fit() {
     // A CUDA pipeline loads its module before answering, so it needs the pointers' context.
     for (size_t i = 0; variant_.device == Device::cuda && !cuda_.context && i < args_.size(); i++) {
         if (args_[i].is_buffer && args_[i].ptr &&
@@ -164,9 +156,6 @@ bool PipelineCall::bounds_fit(const std::vector<int64_t> &shape_key) {
             fits = fits && need.min >= have.min && need.min + need.extent <= have.min + have.extent;
         }
     }
-    std::lock_guard<std::mutex> lock(mutex);
-    if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes
-    cache[key] = fits;
     return fits;
 }
 

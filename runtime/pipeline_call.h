@@ -15,7 +15,9 @@ namespace schedx {
 
 class PipelineCall {
 public:
-    PipelineCall(const Variant &variant, void *stream);
+    // `context`: the CUDA context of the caller's pointers when known (check_spans), else
+    // nullptr and the first bound device pointer tells.
+    PipelineCall(const Variant &variant, void *stream, void *context = nullptr);
     ~PipelineCall();
     PipelineCall(const PipelineCall &) = delete;
     PipelineCall &operator=(const PipelineCall &) = delete;
@@ -29,11 +31,11 @@ public:
 
     schedx_status run();
 
-    // Whether the variant touches only the bound buffers for these shapes, answered by a
-    // Halide bounds query (no memory read or written) and cached per variant and shape.
+    // Whether the variant touches only the bound buffers, answered by a Halide bounds query
+    // (no memory read or written; dispatch memoises the answer per call signature).
     // Autoscheduled schedules shift tiles inwards, so they refuse shapes below their split
     // factors, which are known only to the generated code.
-    bool bounds_fit(const std::vector<int64_t> &shape_key);
+    bool bounds_fit();
 
 private:
     struct Arg {

@@ -34,7 +34,7 @@ schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_na
                                                 row_name + " (" + std::to_string(row) + ")");
 }
 
-schedx_status check_spans(std::vector<Span> &spans, Device device) {
+schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_context) {
     constexpr int64_t kHalideMax = INT32_MAX;
     for (Span &s : spans) {
         uint64_t elems = 0, bytes = 0;
@@ -86,6 +86,7 @@ schedx_status check_spans(std::vector<Span> &spans, Device device) {
             return fail(SCHEDX_ERR_POINTER_DEVICE, std::string(s.name) + " is CUDA device memory but device is CPU");
         }
     }
+    *cuda_context = first_ctx;
     return SCHEDX_OK;
 }
 

@@ -27,8 +27,9 @@ struct Span {
 
 // Byte counts must fit in 64 bits and each matrix in Halide's 32-bit indexing (every
 // dimension, and rows * ld, at most 2^31-1 elements); outputs must not overlap each other
-// or any input; pointers must live on `device`, on CUDA all on the same GPU.
-schedx_status check_spans(std::vector<Span> &spans, Device device);
+// or any input; pointers must live on `device`, on CUDA all on the same GPU, whose primary
+// context goes to `cuda_context` (the call runs there; nothing asks the driver again).
+schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_context);
 
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 

@@ -60,7 +60,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
         // Autoscheduled: the shapes its generated bounds accept.
         PipelineCall query(v, nullptr);
         bind_linear(query, c);
-        return query.bounds_fit({c.m, c.n, c.k});
+        return query.bounds_fit();
     }
     const std::string_view s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
@@ -78,7 +78,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // Large M: W in x's dtype into the workspace, fp32 GEMM result after it, then the
 // epilogue applies scale and bias and rounds once, as the fused variants do.
 schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, const std::string &scale_type,
-                              void *stream) {
+                              void *stream, void *ctx) {
     const Variant *epilogue = nullptr;
     for (const Variant &v : registry()) {
         if (v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
@@ -87,22 +87,20 @@ schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, boo
         }
     }
     if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no w8_linear_epilogue variant for " + dequant.name);
-    void *ctx = nullptr;
-    schedx_status s = cuda_context_for(c.w, "w", &ctx);
-    if (s) return s;
+    schedx_status s;
     const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
     if ((s = cuda_workspace(ctx, stream, w_bytes + size_t(c.m) * size_t(c.n) * 4, &ws))) return s;
     float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
     {
-        PipelineCall call(dequant, stream);
+        PipelineCall call(dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
         call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
         if ((s = call.run())) return s;
     }
     if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, c.n, c.m, c.n, c.k))) return s;
-    PipelineCall call(*epilogue, stream);
+    PipelineCall call(*epilogue, stream, ctx);
     call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     bind_common(call, c);
     return call.run();
@@ -143,7 +141,8 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                             {"scales", scales, 1, n, n, scale_bytes, false},
                             {"y", y, m, n, ldy, 2, true}};
     if (bias) spans.push_back({"bias", bias, 1, n, n, scale_bytes, false});
-    if ((s = check_spans(spans, dev))) return s;
+    void *ctx = nullptr;
+    if ((s = check_spans(spans, dev, &ctx))) return s;
 
     const W8LinearCall c{x, m, k, ldx, w, n, ldw, scales, bias, scale_bytes, y, ldy};
     const std::string scale_type = scales_dtype == SCHEDX_FP32 ? "fp32" : "bf16";
@@ -157,13 +156,12 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                                       (v.param("with_bias") == "true") == (bias != nullptr)));
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
-    const std::vector<const Variant *> runnable =
-        runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
+    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
-    if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
-    if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream);
+    if ((s = choose_variant(wl, candidates, *runnable, &v))) return s;
+    if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);
 
-    PipelineCall call(*v, stream);
+    PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);
     return call.run();
 }

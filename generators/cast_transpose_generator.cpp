@@ -42,10 +42,11 @@ public:
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
         if (with_amax && word_io) {
             // The tiled kernel writes max |x| bits per T x T tile here (a workspace the
-            // runtime keeps per stream); a small second kernel folds it into amax.
+            // runtime keeps per stream); one small second kernel folds it into amax and
+            // computes scale_inv: a Tuple output, so both are one kernel.
             tile_amax = add_output<Buffer<uint32_t, 2>>("tile_amax");
-        }
-        if (with_amax) {
+            amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
+        } else if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
             scale_inv = add_output<Buffer<float, 0>>("scale_inv");
         }
@@ -61,14 +62,24 @@ public:
 
         if (word_io) {
             // Four fp8 codes per 32-bit word, lowest address in the low byte.
-            f8_words(x, y) = cast<uint32_t>(f8(4 * x, y)) | (cast<uint32_t>(f8(4 * x + 1, y)) << 8) |
-                             (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
-            if (rows) (*rows)(x, y) = f8_words(x, y);
+            Expr packed = cast<uint32_t>(f8(4 * x, y)) | (cast<uint32_t>(f8(4 * x + 1, y)) << 8) |
+                          (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
+            if (with_amax) {
+                // The fused amax takes max |x| of the word's four elements from the values
+                // the cast already holds in registers (a second read of x from memory cost
+                // 74 MB of extra DRAM traffic at 8192^2: L1 hit rate under 1%).
+                Expr word_max = schedx::u32(0);
+                for (int j = 0; j < 4; j++) word_max = max(word_max, abs_bits_of(xbits(4 * x + j, y)));
+                f8_words(x, y) = Tuple(packed, word_max);
+            } else {
+                f8_words(x, y) = packed;
+            }
+            if (rows) (*rows)(x, y) = f8_word(x, y);
             // cols is [K][M/4 words]: word (y, x) packs rows 4y..4y+3 of column x.
             if (cols) {
                 Expr w = 0;
                 for (int j = 0; j < 4; j++) {
-                    Expr byte = (f8_words(x / 4, 4 * y + j) >> (cast<uint32_t>(x % 4) * 8)) & schedx::u32(0xFF);
+                    Expr byte = (f8_word(x / 4, 4 * y + j) >> (cast<uint32_t>(x % 4) * 8)) & schedx::u32(0xFF);
                     w = j == 0 ? byte : (w | (byte << (8 * j)));
                 }
                 (*cols)(y, x) = w;
@@ -80,33 +91,45 @@ public:
 
         if (with_amax) {
             // Non-negative floats order like their bits and NaN bits exceed inf's, so an
-            // integer max of |x|'s bits is max |x| with NaN propagated. Tiles may overhang
-            // the matrix: clamped coordinates repeat an element, which leaves a max unchanged.
-            // The tiled variants take whole tiles only, and unclamped reads let their
-            // per-thread staging have a provably constant size.
-            const bool whole_tiles = word_io;
-            Expr value_at = schedx::decode_to_float(
-                whole_tiles ? element_bits(x, y)
-                            : element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)),
-                in_type);
-            abs_bits(x, y) = reinterpret<uint32_t>(value_at) & schedx::u32(0x7FFFFFFF);
-            // The tiled kernels reduce their own T x T tile (the amax is fused into them);
-            // the separate kernels use 256 x 128 tiles, the CPU 256 x 32.
-            const bool gpu = sched.value() != "cpu", tiled = sched.value() == "cuda_tiled";
-            const int tw = tiled ? int(tile) : 256, th = tiled ? int(tile) : (gpu ? 128 : 32);
-            RDom t(0, tw, 0, th, "t");
+            // integer max of |x|'s bits is max |x| with NaN propagated.
+            // The tiled kernels reduce their own T x T tile from the words' maxima (fused);
+            // the separate kernels use 256 x 128 tiles, the CPU 256 x 32. Those tiles may
+            // overhang the matrix: clamped coordinates repeat an element, leaving a max unchanged.
+            const bool gpu = sched.value() != "cpu";
+            const int tw = word_io ? int(tile) : 256, th = word_io ? int(tile) : (gpu ? 128 : 32);
             tile_max(x, y) = schedx::u32(0);
-            tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
-            amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
-            (*amax)() = schedx::u32(0);
+            if (word_io) {
+                RDom t(0, tw / 4, 0, th, "t");
+                tile_max(x, y) = max(tile_max(x, y), f8_words(x * (tw / 4) + t.x, y * th + t.y)[1]);
+                amax_tile_rdom = t;
+            } else {
+                abs_bits(x, y) = abs_bits_of(element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)));
+                RDom t(0, tw, 0, th, "t");
+                tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
+                amax_tile_rdom = t;
+            }
+            Expr tiles_x = (extent_x() + tw - 1) / tw, tiles_y = (extent_y() + th - 1) / th;
             if (tile_amax) {
                 (*tile_amax)(x, y) = tile_max(x, y);
-                (*amax)() = max((*amax)(), (*tile_amax)(amax_tiles.x, amax_tiles.y));
+                // The fold: 32 x 32 threads stride over the tiles (clamped reads repeat a
+                // tile, leaving the max unchanged), then lanes, then the warps' results.
+                RDom r(0, (tiles_x + 31) / 32, 0, (tiles_y + 31) / 32, "r");
+                fold_part(x, y) = schedx::u32(0);
+                fold_part(x, y) = max(fold_part(x, y), (*tile_amax)(max(min(x + 32 * r.x, tiles_x - 1), 0),
+                                                                    max(min(y + 32 * r.y, tiles_y - 1), 0)));
+                fold_rows = RDom(0, 32, "fold_rows");
+                fold_lane(x) = schedx::u32(0);
+                fold_lane(x) = max(fold_lane(x), fold_part(x, fold_rows));
+                fold_lanes = RDom(0, 32, "fold_lanes");
+                fold(x) = schedx::u32(0);
+                fold(x) = max(fold(x), fold_lane(fold_lanes));
+                (*amax_scale_inv)() = Tuple(fold(0), 1.0f / scale());
             } else {
+                amax_tiles = RDom(0, tiles_x, 0, tiles_y, "tiles");
+                (*amax)() = schedx::u32(0);
                 (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
+                (*scale_inv)() = 1.0f / scale();
             }
-            (*scale_inv)() = 1.0f / scale();
-            amax_tile_rdom = t;
         }
 
         // ESTIMATES
@@ -137,6 +160,9 @@ private:
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
     Output<Buffer<uint32_t, 2>> *tile_amax = nullptr;
     Output<Buffer<float, 0>> *scale_inv = nullptr;
+    Output<Func> *amax_scale_inv = nullptr;  // the fused variants' {amax bits, scale_inv}
+    Func fold_part{"fold_part"}, fold_lane{"fold_lane"}, fold{"fold"};
+    RDom fold_rows, fold_lanes;
     Func xbits{"xbits"};  // element bits in a uint32
     Func f8{"f8"}, f8_words{"f8_words"};
     Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
@@ -145,6 +171,13 @@ private:
 
     Expr extent_x() { return input->dim(0).extent() * (word_io ? 32 / schedx::elem_bits(in_type) : 1); }
     Expr extent_y() { return input->dim(1).extent(); }
+    Expr abs_bits_of(Expr bits) {
+        return reinterpret<uint32_t>(schedx::decode_to_float(bits, in_type)) & schedx::u32(0x7FFFFFFF);
+    }
+    // The packed fp8 word of f8_words (a Tuple with the words' max |x| when amax is fused).
+    Expr f8_word(Expr wx, Expr wy) {
+        return f8_words.outputs() > 1 ? f8_words(wx, wy)[0] : Expr(f8_words(wx, wy));
+    }
     // Bits of element (ex, ey) in a uint32, from element- or word-typed input. The amax
     // reduction reads through this too, not through xbits, whose loads the tiled schedule
     // stages per thread.
@@ -337,42 +370,51 @@ private:
     // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
     // block fused with the cast's blocks (compute_with). Each thread of the cast's TX x T/R
     // grid reduces the T/TX x R elements it loaded for the cast (16-byte loads again, L1
-    // hits) and folds them into the block's value in shared memory. A second kernel folds
-    // tile_amax: a block per row of tiles, one atomic max per block. Built and checked with
-    // ptxas only (sm_90: t64r8w4 1288 -> about 1500 SASS instructions, 40 registers, no
-    // local memory); not yet run on the H200, where the separate pass costs +65 us at 8192^2.
+    // hits); the TX threads of a band of R rows meet by warp shuffles, and one thread folds
+    // the T/R band maxima from shared memory. A second kernel folds tile_amax: a block per
+    // row of tiles, one atomic max per block.
+    // The first version folded every thread's partial into one shared word with an atomic
+    // max, which Halide lowers to a compare-and-swap loop: H200, 8192^2, t128r16w4 105.9 us
+    // against 73.7 us for the cast alone (+44%), the contended loop serialising the block.
     void schedule_amax_fused(Func first, int T, int TX, int R) {
-        Var lx("lx"), ly("ly"), ty("ty");
-        RVar cols_o("cols_o"), cols_i("cols_i");
-        // Split by 1 so that the tile loops carry the names of the cast's block loops.
+        Var g("g"), gl("gl"), l("l");
+        // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so
+        // that the tile loops carry the names of the cast's block loops.
+        tile_amax->dim(0).set_min(0);
+        tile_amax->dim(1).set_min(0);
         tile_amax->split(x, xo, xi, 1)
             .split(y, yo, yi, 1)
             .reorder(xi, yi, xo, yo)
             .gpu_blocks(xo, yo)
+            .gpu_threads(xi)
             .compute_with(first, xo);
-        tile_max.compute_at(*tile_amax, xo);
         RVar txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi");
+        // per_thread(l, g): the maxima of the FW x R words this thread encoded, read back
+        // from shared memory; band(g): the TX lanes of band g.
+        const int FW = T / 4 / TX;
         Func per_thread = tile_max.update()
-                              .split(amax_tile_rdom.x, txo, txi, T / TX)
+                              .split(amax_tile_rdom.x, txo, txi, FW)
                               .split(amax_tile_rdom.y, tyo, tyi, R)
-                              .rfactor({{txo, lx}, {tyo, ly}});
-        // Each thread folds its partial into the block's value with a shared-memory atomic
-        // max: one thread folding all partials serially left the block waiting on it.
-        tile_max.update().atomic().gpu_threads(txo, tyo);
-        per_thread.compute_at(tile_max, txo);
-        per_thread.update().reorder(txi, tyi, lx, ly).unroll(txi).unroll(tyi);
-        // The thread's input words again, as 16-byte loads into registers (L1 hits).
-        const int epw = 32 / schedx::elem_bits(in_type), words = T / TX / epw;
-        Func in_amax = input->in(abs_bits);
-        in_amax.compute_at(per_thread, lx).bound_extent(in_amax.args()[0], words).bound_extent(in_amax.args()[1], R);
-        stage_words_in_registers(in_amax, words);
+                              .rfactor({{txo, l}, {tyo, g}});
+        Func band = tile_max.update().rfactor(tyo, g);
+        tile_max.compute_at(*tile_amax, xi).update().unroll(tyo);
+        band.compute_at(*tile_amax, xo).store_in(MemoryType::GPUShared).split(g, g, gl, 1).gpu_threads(gl, g);
+        band.update().split(g, g, gl, 1).reorder(txo, gl, g).unroll(txo).gpu_threads(gl, g);
+        per_thread.compute_at(band, g).gpu_lanes(l);
+        per_thread.update().reorder(txi, tyi, l).unroll(txi).unroll(tyi).gpu_lanes(l);
 
-        Func per_row = amax->update().rfactor(amax_tiles.y, ty);
-        amax->update().atomic().gpu_blocks(amax_tiles.y);
-        per_row.compute_at(*amax, amax_tiles.y);
-        per_row.update().split(amax_tiles.x, cols_o, cols_i, 16, TailStrategy::GuardWithIf).unroll(cols_i);
-        amax->gpu_single_thread();
-        scale_inv->gpu_single_thread();
+        // The fold, one block of 32 x 32 threads: each thread's strided share of the tiles
+        // into shared memory, a lane per column of it, and the lanes by shuffles.
+        Var fb("fb"), ft("ft"), w("w");
+        amax_scale_inv->split(Var::outermost(), Var::outermost(), ft, 1)
+            .split(Var::outermost(), Var::outermost(), fb, 1)
+            .gpu_blocks(fb)
+            .gpu_threads(ft);
+        fold.compute_at(*amax_scale_inv, ft);
+        fold_lane.compute_at(*amax_scale_inv, fb).store_in(MemoryType::Register).gpu_lanes(x);
+        fold_lane.update().unroll(fold_rows).gpu_lanes(x);
+        fold_part.compute_at(*amax_scale_inv, fb).gpu_threads(x, y);
+        fold_part.update().gpu_threads(x, y);
     }
 };
 

@@ -134,7 +134,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
                      aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
     const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
-    if ((s = choose_variant(w, candidates, *runnable, &v))) return s;
+    if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);

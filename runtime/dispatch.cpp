@@ -1,5 +1,7 @@
 #include "dispatch.h"
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -11,13 +13,27 @@ namespace {
 
 std::mutex forced_mutex;
 std::map<std::string, std::string> forced;  // op -> variant name
+std::atomic<uint64_t> forced_generation{0};  // bumped on every schedx_force_variant
+
+// The last answers of choose_variant on this thread. The list pointer is held, so its
+// address cannot be reused for another list while an entry names it.
+struct Answer {
+    RunnableList runnable;
+    std::vector<int64_t> shape;
+    uint64_t forced_generation = 0, db_generation = 0;
+    const Variant *chosen = nullptr;
+    std::string reason;
+};
+constexpr size_t kAnswers = 8;
+thread_local std::array<Answer, kAnswers> answers;
+thread_local size_t next_answer = 0;
 
 thread_local std::map<std::string, DispatchTrace> last_choice;
 
 }  // namespace
 
-std::shared_ptr<const std::vector<const Variant *>> runnable_variants(
-    const std::vector<const Variant *> &candidates, const RunKey &key, const std::function<bool(const Variant &)> &can_run) {
+RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+                               const std::function<bool(const Variant &)> &can_run) {
     using List = std::vector<const Variant *>;
     static std::mutex mutex;
     static std::map<std::pair<const void *, RunKey>, std::shared_ptr<const List>> cache;
@@ -37,15 +53,16 @@ std::shared_ptr<const std::vector<const Variant *>> runnable_variants(
     return runnable;
 }
 
-schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
-                             const std::vector<const Variant *> &runnable, const Variant **chosen) {
+namespace {
+
+schedx_status choose_uncached(const Workload &w, const std::vector<const Variant *> &candidates,
+                              const std::vector<const Variant *> &runnable, const Variant **chosen, std::string *reason) {
     std::string forced_name;
     {
         std::lock_guard<std::mutex> lock(forced_mutex);
         auto it = forced.find(w.op);
         if (it != forced.end()) forced_name = it->second;
     }
-    std::string reason;
     *chosen = nullptr;
     if (!forced_name.empty()) {
         for (const Variant *v : runnable) {
@@ -59,22 +76,52 @@ schedx_status choose_variant(const Workload &w, const std::vector<const Variant 
                             (is_candidate ? " cannot run this shape or alignment"
                                           : " does not implement this device, dtype or output set"));
         }
-        reason = "forced";
-    } else {
-        *chosen = tuning_db_best(w, runnable, &reason);
-        if (!*chosen) {
-            if (runnable.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no built variant of " + w.op + " runs this call");
-            *chosen = runnable.front();
-            reason = "heuristic (first runnable in variants.json order)";
+        *reason = "forced";
+        return SCHEDX_OK;
+    }
+    *chosen = tuning_db_best(w, runnable, reason);
+    if (!*chosen) {
+        if (runnable.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no built variant of " + w.op + " runs this call");
+        *chosen = runnable.front();
+        *reason = "heuristic (first runnable in variants.json order)";
+    }
+    return SCHEDX_OK;
+}
+
+}  // namespace
+
+schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
+                             const RunnableList &runnable, const Variant **chosen) {
+    const uint64_t forced_gen = forced_generation.load(std::memory_order_acquire);
+    const uint64_t db_gen = tuning_db_generation();
+    const Answer *answer = nullptr;
+    for (const Answer &a : answers) {
+        if (a.runnable == runnable && a.shape == w.shape && a.forced_generation == forced_gen &&
+            a.db_generation == db_gen) {
+            answer = &a;
         }
     }
-    // Assigned member by member so a repeated call reuses the vectors' storage.
+    if (!answer) {
+        Answer &a = answers[next_answer++ % kAnswers];
+        schedx_status s = choose_uncached(w, candidates, *runnable, &a.chosen, &a.reason);
+        if (s) {
+            a.runnable.reset();
+            return s;
+        }
+        a.runnable = runnable;
+        a.shape = w.shape;
+        a.forced_generation = forced_gen;
+        a.db_generation = db_gen;
+        answer = &a;
+    }
+    *chosen = answer->chosen;
+    // Assigned member by member so a repeated call reuses the strings' storage.
     DispatchTrace &t = last_choice[w.op];
     t.workload = w;
-    t.candidates = candidates;
+    t.candidates = &candidates;
     t.runnable = runnable;
-    t.chosen = *chosen;
-    t.reason = reason;
+    t.chosen = answer->chosen;
+    t.reason = answer->reason;
     return SCHEDX_OK;
 }
 
@@ -92,6 +139,7 @@ extern "C" schedx_status schedx_force_variant(const char *op, const char *varian
     for (const Variant &v : registry()) op_known |= v.op == op;
     if (!op_known) return fail(SCHEDX_ERR_UNKNOWN_VARIANT, std::string("unknown operator ") + op);
     std::lock_guard<std::mutex> lock(forced_mutex);
+    forced_generation.fetch_add(1, std::memory_order_acq_rel);
     if (!variant || !*variant) {
         forced.erase(op);
         return SCHEDX_OK;

@@ -26,7 +26,8 @@ struct Workload {
 // it to learn the workload key and the applicable variants exactly as dispatch sees them.
 struct DispatchTrace {
     Workload workload;
-    std::vector<const Variant *> candidates, runnable;
+    const std::vector<const Variant *> *candidates;  // registry-lifetime lists
+    std::shared_ptr<const std::vector<const Variant *>> runnable;
     const Variant *chosen;
     std::string reason;
 };
@@ -38,13 +39,15 @@ const DispatchTrace *last_dispatch(const std::string &op);
 // was most of the host time of a small call.
 // Shared, not copied: the list is read on every call.
 using RunKey = std::array<int64_t, 12>;
-std::shared_ptr<const std::vector<const Variant *>> runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
-                                               const std::function<bool(const Variant &)> &can_run);
+using RunnableList = std::shared_ptr<const std::vector<const Variant *>>;
+RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+                               const std::function<bool(const Variant &)> &can_run);
 
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as
-// this thread's last variant for the op.
+// this thread's last variant for the op. The answer is memoised per thread for the
+// (runnable list, shape) until a variant is forced or the tuning database changes.
 schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
-                             const std::vector<const Variant *> &runnable, const Variant **chosen);
+                             const RunnableList &runnable, const Variant **chosen);
 
 }  // namespace schedx

@@ -108,6 +108,7 @@ FileState db;  // guarded by db_mutex
 // time of a small call.
 std::chrono::steady_clock::time_point db_checked;
 bool db_recheck = true;
+uint64_t db_generation = 0;  // bumped whenever `db` is replaced (dispatch memoises by it)
 constexpr std::chrono::milliseconds kRecheckInterval{100};
 
 void load(FileState *f) {
@@ -148,6 +149,7 @@ void refresh(const std::string &path) {
         return;
     }
     db = FileState{path, exists};
+    db_generation++;
     if (!exists) return;
     db.dev = st.st_dev;
     db.ino = st.st_ino;
@@ -292,6 +294,12 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records) {
     tuning_db_recheck();
     if (err) return fail(SCHEDX_ERR_DATABASE, "cannot write tuning database " + path + ": " + std::strerror(err));
     return SCHEDX_OK;
+}
+
+uint64_t tuning_db_generation() {
+    std::lock_guard<std::mutex> lock(db_mutex);
+    if (db_recheck || std::chrono::steady_clock::now() - db_checked >= kRecheckInterval) refresh(tuning_db_path());
+    return db_generation;
 }
 
 void tuning_db_recheck() {

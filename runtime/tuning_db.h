@@ -3,6 +3,7 @@
 // that made it: same device name, driver version and library version.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records);
 // when nothing usable is recorded. The file is re-read when it changes, checked at most
 // every 100 ms, and at the next lookup after this process appends.
 const Variant *tuning_db_best(const Workload &w, const std::vector<const Variant *> &runnable, std::string *reason);
+
+// Changes whenever the database as read changes (the file, or the path the environment
+// names). Like a lookup, looks at the file at most every 100 ms.
+uint64_t tuning_db_generation();
 
 // Makes the next lookup check the file at once (tests that write it as another process would).
 void tuning_db_recheck();

@@ -158,7 +158,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
     const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
-    if ((s = choose_variant(wl, candidates, *runnable, &v))) return s;
+    if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);
 
     PipelineCall call(*v, stream, ctx);

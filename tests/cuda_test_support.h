@@ -74,14 +74,15 @@ inline std::string schedule_of_last(const char *op) {
 
 // SCHEDX_TEST_QUICK=1 (set by tools/gpu_check.sh for racecheck, which slows kernels by
 // orders of magnitude): one padded shape per variant, plus the ragged ones the general
-// variants take, one format and scale; every kernel still launches.
+// variants take, one scale, one stream pass; every kernel still launches.
 inline bool quick_run() {
     const char *v = std::getenv("SCHEDX_TEST_QUICK");
     return v && *v && std::string(v) != "0";
 }
 
 // Exits 77 (ctest: skipped) without a CUDA device; else runs the suite once on the legacy
-// default stream and once on a non-blocking stream.
+// default stream and once on a non-blocking stream (quick runs: the first pass only, the
+// kernels are the same).
 inline int cuda_test_main(int argc, char **argv) {
     ignore_user_tuning_db();
     int n = 0;
@@ -91,6 +92,7 @@ inline int cuda_test_main(int argc, char **argv) {
     }
     doctest::Context ctx(argc, argv);
     int r = ctx.run();
+    if (quick_run()) return r;
     cudaStreamCreateWithFlags(&test_stream, cudaStreamNonBlocking);
     r |= ctx.run();
     return r;

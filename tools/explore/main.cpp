@@ -124,11 +124,11 @@ public:
         std::vector<Row> rows;
         std::vector<schedx::TuningRecord> records;
         int index = 0;
-        for (const schedx::Variant *v : trace.candidates) {
+        for (const schedx::Variant *v : *trace.candidates) {
             if (!selected(v->name)) continue;
             progress(d.op + " " + trace.workload.dtypes + " " + shape_text + ": " + std::to_string(++index) + "/" +
-                     std::to_string(trace.candidates.size()) + " " + v->name);
-            if (std::find(trace.runnable.begin(), trace.runnable.end(), v) == trace.runnable.end()) {
+                     std::to_string(trace.candidates->size()) + " " + v->name);
+            if (std::find(trace.runnable->begin(), trace.runnable->end(), v) == trace.runnable->end()) {
                 rows.push_back(row(v->name, Outcome::skipped, "cannot run this shape or alignment", {}));
                 continue;
             }

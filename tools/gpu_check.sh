@@ -24,12 +24,15 @@ for step in $steps; do
         tail -n 6 "$out/$t.log"
       done ;;
     sanitize)
-      for run in "memcheck schedx_cuda_tests" "racecheck schedx_cuda_tests" \
-                 "memcheck schedx_cuda_w8_tests" "racecheck schedx_cuda_w8_tests"; do
-        set -- $run
+      # SANITIZE_RUNS picks tool:binary pairs (default: both tools over both variant suites).
+      for run in ${SANITIZE_RUNS:-memcheck:schedx_cuda_tests racecheck:schedx_cuda_tests \
+                 memcheck:schedx_cuda_w8_tests racecheck:schedx_cuda_w8_tests}; do
+        set -- ${run/:/ }
         # racecheck slows kernels by orders of magnitude: one shape set per variant (quick_run)
         quick=$([ "$1" = racecheck ] && echo 1 || true)
-        SCHEDX_TEST_QUICK=$quick compute-sanitizer --tool "$1" --error-exitcode 9 build/tests/$2 \
+        # Each run is bounded (SANITIZE_TIMEOUT s) so that one slow tool leaves the others' logs.
+        SCHEDX_TEST_QUICK=$quick timeout "${SANITIZE_TIMEOUT:-280}" \
+          compute-sanitizer --tool "$1" --error-exitcode 9 build/tests/$2 \
           > "$out/sanitizer_$1_$2.log" 2>&1 || rc=1
         tail -n 3 "$out/sanitizer_$1_$2.log"
       done ;;

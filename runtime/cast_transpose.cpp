@@ -41,9 +41,9 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     if (v.argument("amax")) {
         call.bind_scalar_buffer("amax", c.amax);
         call.bind_scalar_buffer("scale_inv", c.scale_inv);
-    } else if (v.argument("amax_scale_inv_0")) {  // the tiled variants' Tuple output, one kernel
-        call.bind_scalar_buffer("amax_scale_inv_0", c.amax);
-        call.bind_scalar_buffer("amax_scale_inv_1", c.scale_inv);
+    } else if (v.argument("amax_scale_inv.0")) {  // the tiled variants' Tuple output, one kernel
+        call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
+        call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
     }
 }
 
@@ -138,7 +138,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
 
     PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);
-    const bool fused_amax = v->argument("amax") || v->argument("amax_scale_inv_0");
+    const bool fused_amax = v->argument("amax") || v->argument("amax_scale_inv.0");
     // Tiled variants with fused amax write one value per tile into the stream's workspace
     // and fold it in a second kernel; the lock keeps another thread's call on this stream
     // from reallocating it in between.

@@ -27,6 +27,10 @@ PipelineCall::PipelineCall(const Variant &variant, void *stream, void *context) 
     args_.resize(variant.metadata->num_arguments);
     for (int i = 0; i < variant.metadata->num_arguments; i++) {
         args_[i].name = variant.metadata->arguments[i].name;
+        // From the metadata, not from binding: an unbound buffer must fail in run(), not
+        // reach the pipeline as a null buffer (Halide reads that as a bounds query and
+        // returns success without computing anything).
+        args_[i].is_buffer = variant.metadata->arguments[i].kind != halide_argument_kind_input_scalar;
     }
 }
 

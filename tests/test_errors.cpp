@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "pipeline_call.h"
+#include "registry.h"
 #include "test_util.h"
 
 using test::Guarded;
@@ -335,4 +337,22 @@ TEST_CASE("registry lookups: a NULL out-pointer and out-of-range indices") {
     }
     CHECK(schedx_last_variant(nullptr) == nullptr);
     CHECK(schedx_last_variant("no_such_op") == nullptr);
+}
+
+TEST_CASE("a pipeline whose buffer argument was never bound refuses to run") {
+    // Halide reads a null buffer as a bounds query and returns success having computed
+    // nothing; PipelineCall must refuse instead (a misspelt argument name once did this).
+    const schedx::Variant *v = schedx::find_variant("cast_transpose_bf16_cpu");
+    REQUIRE(v != nullptr);
+    std::vector<uint16_t> x(16 * 16, 0x3F80);
+    std::vector<uint8_t> rows(16 * 16, 0xA5), cols(16 * 16, 0xA5);
+    const float scale = 1.0f;
+    schedx::PipelineCall call(*v, nullptr);
+    call.bind_matrix("input", x.data(), 16, 16, 16, 2);
+    call.bind_scalar_buffer("scale", &scale);
+    call.bind_int("fp8_format", 0);
+    call.bind_matrix("rows", rows.data(), 16, 16, 16, 1);  // "cols" left unbound
+    CHECK(call.run() == SCHEDX_ERR_NULL_POINTER);
+    CHECK(std::string(schedx_last_error()).find("argument cols not bound") != std::string::npos);
+    CHECK(rows[0] == 0xA5);
 }

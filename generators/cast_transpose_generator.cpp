@@ -184,9 +184,9 @@ private:
     Expr f8_word(Expr wx, Expr wy) {
         return f8_words.outputs() > 1 ? f8_words(wx, wy)[0] : Expr(f8_words(wx, wy));
     }
-    // Bits of element (ex, ey) in a uint32, from element- or word-typed input. The amax
-    // reduction reads through this too, not through xbits, whose loads the tiled schedule
-    // stages per thread.
+    // Bits of element (ex, ey) in a uint32, from element- or word-typed input. The
+    // separate amax reductions read through this with clamped coordinates; the tiled
+    // kernels take it from xbits, whose loads they stage per thread.
     Expr element_bits(Expr ex, Expr ey) {
         if (in_type == ElemType::fp32) return reinterpret<uint32_t>((*input)(ex, ey));
         if (word_io) return ((*input)(ex / 2, ey) >> (cast<uint32_t>(ex % 2) * 16)) & schedx::u32(0xFFFF);
@@ -375,13 +375,16 @@ private:
 
     // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
     // block fused with the cast's blocks (compute_with). Each thread of the cast's TX x T/R
-    // grid reduces the T/TX x R elements it loaded for the cast (16-byte loads again, L1
-    // hits); the TX threads of a band of R rows meet by warp shuffles, and one thread folds
-    // the T/R band maxima from shared memory. A second kernel folds tile_amax: a block per
-    // row of tiles, one atomic max per block.
-    // The first version folded every thread's partial into one shared word with an atomic
-    // max, which Halide lowers to a compare-and-swap loop: H200, 8192^2, t128r16w4 105.9 us
-    // against 73.7 us for the cast alone (+44%), the contended loop serialising the block.
+    // grid reduces the word maxima (f8_words' second element) of the words it encoded; the
+    // TX threads of a band of R rows meet by warp shuffles, and one thread folds the T/R
+    // band maxima. One small kernel then folds tile_amax and writes scale_inv.
+    // H200, bf16 t64r8w4_amax (bench/results/gpu_checks_2026-12-02_h200_293a43e.md):
+    // 8192^2 80.5 us against 73.5 us for the cast alone, 4096^2 27.5 against 22.1 us.
+    // Folding every thread's partial into one shared word by an atomic max (Halide lowers
+    // it to a compare-and-swap loop) took 107.6 us at 8192^2; shuffles 87.4; the word
+    // maxima from registers and one fold kernel instead of three 82.4. The rest: the fold
+    // kernel (one block) and occupancy lost to the maxima in shared memory (ncu: 18
+    // instead of 26 blocks per SM).
     void schedule_amax_fused(Func first, int T, int TX, int R) {
         Var g("g"), gl("gl"), l("l");
         // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so
@@ -411,7 +414,7 @@ private:
 
         // The fold, one block of 32 x 32 threads: each thread's strided share of the tiles
         // into shared memory, a lane per column of it, and the lanes by shuffles.
-        Var fb("fb"), ft("ft"), w("w");
+        Var fb("fb"), ft("ft");
         amax_scale_inv->split(Var::outermost(), Var::outermost(), ft, 1)
             .split(Var::outermost(), Var::outermost(), fb, 1)
             .gpu_blocks(fb)

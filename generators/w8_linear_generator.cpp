@@ -7,7 +7,10 @@
 //
 // `stage` splits the same algorithm around a cuBLAS GEMM for large M: `dequantize` writes
 // W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
-// fp32 result into y with the scale and bias.
+// fp32 result into y with the scale and bias. `dequantize_scaled` writes W[n][k] * scales[n]
+// rounded to x's dtype instead, so that the GEMM writes y itself (no fp32 result, no
+// epilogue kernel) at the price of one more rounding per weight (exact for power-of-two
+// scales; relative 2^-9 per weight in bf16 otherwise).
 #include "Halide.h"
 #include "numerics.h"
 
@@ -16,7 +19,7 @@ namespace {
 using namespace Halide;
 using schedx::ElemType;
 
-enum class Stage { linear, dequantize, epilogue };
+enum class Stage { linear, dequantize, dequantize_scaled, epilogue };
 
 class W8Linear : public Generator<W8Linear> {
 public:
@@ -24,9 +27,12 @@ public:
     GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp32
     GeneratorParam<bool> with_bias{"with_bias", false};
     GeneratorParam<Stage> stage{"stage", Stage::linear,
-                                {{"linear", Stage::linear}, {"dequantize", Stage::dequantize}, {"epilogue", Stage::epilogue}}};
+                                {{"linear", Stage::linear},
+                                 {"dequantize", Stage::dequantize},
+                                 {"dequantize_scaled", Stage::dequantize_scaled},
+                                 {"epilogue", Stage::epilogue}}};
     // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
-    // cuda_words (stage=dequantize); cuda_general (stage=epilogue)
+    // cuda_words (stage=dequantize, dequantize_scaled); cuda_general (stage=epilogue)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
@@ -50,7 +56,9 @@ public:
             y = add_output<Buffer<>>("y", UInt(16), 2);
             break;
         case Stage::dequantize:
+        case Stage::dequantize_scaled:
             w = add_input<Buffer<>>("w", word_io ? UInt(32) : Int(8), 2);
+            if (stage == Stage::dequantize_scaled) scales = add_input<Buffer<>>("scales", scale_t, 1);
             w_out = add_output<Buffer<>>("w_out", half_t, 2);
             break;
         case Stage::epilogue:
@@ -77,12 +85,14 @@ public:
             }
             wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
-        if (stage == Stage::dequantize) {
+        if (stage == Stage::dequantize || stage == Stage::dequantize_scaled) {
+            Expr scale = 1.0f;
+            if (stage == Stage::dequantize_scaled) scale = scale_value((*scales)(clamp(n, 0, scales->dim(0).extent() - 1)));
             if (word_io) {
-                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n), x_type) |
-                                 (schedx::float_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
+                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n) * scale, x_type) |
+                                 (schedx::float_to_half_bits(wf(2 * k + 1, n) * scale, x_type) << 16);
             } else {
-                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n), x_type));
+                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n) * scale, x_type));
             }
         } else {
             if (stage == Stage::linear) {
@@ -123,8 +133,8 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         const std::string s = sched;
-        if (stage == Stage::dequantize) {
-            if (s != "cuda_words") throw std::invalid_argument("stage=dequantize takes schedule=cuda_words");
+        if (stage == Stage::dequantize || stage == Stage::dequantize_scaled) {
+            if (s != "cuda_words") throw std::invalid_argument("the dequantize stages take schedule=cuda_words");
             schedule_dequantize();
         } else if (stage == Stage::epilogue) {
             if (s != "cuda_general") throw std::invalid_argument("stage=epilogue takes schedule=cuda_general");

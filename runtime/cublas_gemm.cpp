@@ -70,7 +70,7 @@ struct ContextScope {
 bool cublas_available() { return cublas().ok; }
 
 schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
-                              int64_t ldb, float *c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k) {
     Cublas &cb = cublas();
     if (!cb.ok) return fail(SCHEDX_ERR_NO_VARIANT, "cuBLAS (libcublas.so.13/.12) is not available");
     std::lock_guard<std::mutex> lock(handles_mutex);
@@ -86,7 +86,7 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
     int r = cb.set_stream(handle, stream);
     if (r == 0) {
         r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), &alpha, b, t, int(ldb), a, t, int(lda), &beta, c,
-                       kR32F, int(ldc), kCompute32F, kGemmDefault);
+                       c_half ? t : kR32F, int(ldc), kCompute32F, kGemmDefault);
     }
     return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasGemmEx failed: " + std::to_string(r));
 }

@@ -13,9 +13,10 @@ namespace schedx {
 // True once libcublas is loaded (tried on the first call, then remembered).
 bool cublas_available();
 
-// c[m][n] (fp32, leading dim ldc) = a[m][k] * b[n][k]^T with a and b of one 16-bit dtype
-// (fp16 when `fp16`, else bf16), fp32 accumulation, on `stream` in `context`.
+// c[m][n] (leading dim ldc) = a[m][k] * b[n][k]^T with a and b of one 16-bit dtype (fp16
+// when `fp16`, else bf16), fp32 accumulation; c is fp32, or of a's dtype when `c_half`
+// (rounded once by cuBLAS). On `stream` in `context`.
 schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
-                              int64_t ldb, float *c, int64_t ldc, int64_t m, int64_t n, int64_t k);
+                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k);
 
 }  // namespace schedx

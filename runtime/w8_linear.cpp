@@ -32,7 +32,9 @@ struct W8LinearCall {
     int64_t ldy;
 };
 
-bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize"; }
+// dequantize_scaled folds the scales into the dequantized W and lets cuBLAS write y.
+bool is_scaled_cublas_path(const Variant &v) { return v.param("stage") == "dequantize_scaled"; }
+bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_scaled_cublas_path(v); }
 
 // The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
 bool words_fit(const W8LinearCall &c, int64_t k_step) {
@@ -70,15 +72,35 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
+    // The scaled path has no epilogue to add a bias.
+    if (is_scaled_cublas_path(v) && c.bias) return false;
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
 }
 
 
+// Large M, scales folded into W: W * scales in x's dtype into the workspace, then the
+// GEMM writes y.
+schedx_status run_scaled_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, void *stream, void *ctx) {
+    schedx_status s;
+    void *ws = nullptr;
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
+    if ((s = cuda_workspace(ctx, stream, size_t(c.n) * size_t(c.k) * 2, &ws))) return s;
+    {
+        PipelineCall call(dequant, stream, ctx);
+        call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+        call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
+        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
+        if ((s = call.run())) return s;
+    }
+    return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
+}
+
 // Large M: W in x's dtype into the workspace, fp32 GEMM result after it, then the
 // epilogue applies scale and bias and rounds once, as the fused variants do.
 schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
+    if (is_scaled_cublas_path(dequant)) return run_scaled_cublas_path(dequant, c, fp16, stream, ctx);
     const Variant *epilogue = nullptr;
     for (const Variant &v : registry()) {
         if (v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
@@ -99,7 +121,7 @@ schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, boo
         call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
         if ((s = call.run())) return s;
     }
-    if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, c.n, c.m, c.n, c.k))) return s;
+    if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
     PipelineCall call(*epilogue, stream, ctx);
     call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     bind_common(call, c);
@@ -150,10 +172,12 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
-        // The cuBLAS path leaves scale and bias to its epilogue, so it serves every kind.
-        return v.param("x_type") == x_type &&
-               (is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
-                                      (v.param("with_bias") == "true") == (bias != nullptr)));
+        // The unscaled cuBLAS path leaves scale and bias to its epilogue, so it serves every
+        // kind; the scaled one reads scales of its type (and refuses a bias in can_run).
+        if (v.param("x_type") != x_type) return false;
+        if (is_scaled_cublas_path(v)) return v.param("scale_type", "bf16") == scale_type;
+        return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
+                                     (v.param("with_bias") == "true") == (bias != nullptr));
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
     const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });

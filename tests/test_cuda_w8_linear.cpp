@@ -48,9 +48,13 @@ struct Shape {
 
 // Mirrors can_run in runtime/w8_linear.cpp (with the 16-byte alignment that padded()
 // keeps for these schedules), restricted to shapes whose reference stays cheap.
+bool is_cublas(std::map<std::string, std::string> &p) {
+    return p["stage"] == "dequantize" || p["stage"] == "dequantize_scaled";
+}
+
 std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const std::string s = p["schedule"];
-    const bool cublas = p["stage"] == "dequantize";
+    const bool cublas = is_cublas(p);
     const int64_t step = 128 * (p.count("load_words") ? std::stoll(p["load_words"]) : 4);
     const int64_t batch = p.count("batch") ? std::stoll(p["batch"]) : 1;
     const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 8;
@@ -93,11 +97,12 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
     // The op filter also leaves out w8_linear_epilogue, the cuBLAS path's helper.
     for (const schedx_variant_info &info : test::variant_infos("w8_linear", "cuda")) {
         auto p = params_of(info);
-        const bool cublas = p["stage"] == "dequantize";
+        const bool cublas = is_cublas(p);
         const schedx_dtype xt = p["x_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
-        // The cuBLAS path serves every scale dtype and bias setting through its epilogue.
+        // The unscaled cuBLAS path serves every scale dtype and bias setting through its
+        // epilogue; the scaled one its scale dtype without bias.
         std::vector<std::pair<schedx_dtype, bool>> kinds;
-        if (cublas) {
+        if (p["stage"] == "dequantize") {
             kinds = {{SCHEDX_BF16, false}, {SCHEDX_BF16, true}, {SCHEDX_FP32, false}, {SCHEDX_FP32, true}};
         } else {
             kinds = {{p["scale_type"] == "fp32" ? SCHEDX_FP32 : SCHEDX_BF16, p["with_bias"] == "true"}};

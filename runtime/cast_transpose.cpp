@@ -38,13 +38,12 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_int("fp8_format", c.format);
     call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
     call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
-    if (v.argument("amax")) {
-        call.bind_scalar_buffer("amax", c.amax);
-        call.bind_scalar_buffer("scale_inv", c.scale_inv);
-    } else if (v.argument("amax_scale_inv.0")) {  // the tiled variants' Tuple output, one kernel
-        call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
-        call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
-    }
+    // Binding a name the variant lacks does nothing: amax variants have either the two
+    // buffers or the tiled kernels' Tuple output (one fold kernel for both).
+    call.bind_scalar_buffer("amax", c.amax);
+    call.bind_scalar_buffer("scale_inv", c.scale_inv);
+    call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
+    call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
 }
 
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
@@ -138,7 +137,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
 
     PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);
-    const bool fused_amax = v->argument("amax") || v->argument("amax_scale_inv.0");
+    const bool fused_amax = v->param("with_amax") == "true";
     // Tiled variants with fused amax write one value per tile into the stream's workspace
     // and fold it in a second kernel; the lock keeps another thread's call on this stream
     // from reallocating it in between.

@@ -99,6 +99,7 @@ schedx_status choose_variant(const Workload &w, const std::vector<const Variant 
         if (a.runnable == runnable && a.shape == w.shape && a.forced_generation == forced_gen &&
             a.db_generation == db_gen) {
             answer = &a;
+            break;
         }
     }
     if (!answer) {

@@ -54,7 +54,6 @@ void PipelineCall::bind_matrix(const char *name, const void *ptr, int64_t rows, 
     const halide_filter_argument_t *meta = &variant_.metadata->arguments[slot_ptr - args_.data()];
     const int word_bytes = (meta->type.bits + 7) / 8;
     const int64_t per_word = word_bytes / elem_bytes;  // 1, or 2/4 for word-typed buffers
-    a.is_buffer = true;
     a.ptr = ptr;
     a.buf.type = meta->type;
     a.buf.dimensions = 2;
@@ -72,7 +71,6 @@ void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
     Arg *slot_ptr = slot(name);
     if (!slot_ptr) return;
     Arg &a = *slot_ptr;
-    a.is_buffer = true;
     a.ptr = ptr;
     a.buf.type = variant_.metadata->arguments[slot_ptr - args_.data()].type;
     a.buf.dimensions = 0;

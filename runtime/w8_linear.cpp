@@ -71,56 +71,41 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
-    // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     // The scaled path has no epilogue to add a bias.
     if (is_scaled_cublas_path(v) && c.bias) return false;
+    // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
 }
 
-
-// Large M, scales folded into W: W * scales in x's dtype into the workspace, then the
-// GEMM writes y.
-schedx_status run_scaled_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, void *stream, void *ctx) {
-    schedx_status s;
-    void *ws = nullptr;
-    const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, size_t(c.n) * size_t(c.k) * 2, &ws))) return s;
-    {
-        PipelineCall call(dequant, stream, ctx);
-        call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
-        call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
-        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
-        if ((s = call.run())) return s;
-    }
-    return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
-}
-
-// Large M: W in x's dtype into the workspace, fp32 GEMM result after it, then the
-// epilogue applies scale and bias and rounds once, as the fused variants do.
+// Large M through cuBLAS: W in x's dtype into the workspace (times the scales for the
+// scaled variants, whose GEMM then writes y), else an fp32 GEMM result after it, which the
+// epilogue turns into y with scale and bias, rounding once as the fused variants do.
 schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
-    if (is_scaled_cublas_path(dequant)) return run_scaled_cublas_path(dequant, c, fp16, stream, ctx);
+    const bool scaled = is_scaled_cublas_path(dequant);
     const Variant *epilogue = nullptr;
     for (const Variant &v : registry()) {
-        if (v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
+        if (!scaled && v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
             v.param("scale_type", "bf16") == scale_type && (v.param("with_bias") == "true") == (c.bias != nullptr)) {
             epilogue = &v;
         }
     }
-    if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no w8_linear_epilogue variant for " + dequant.name);
+    if (!scaled && !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no w8_linear_epilogue variant for " + dequant.name);
     schedx_status s;
     const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, w_bytes + size_t(c.m) * size_t(c.n) * 4, &ws))) return s;
-    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+    if ((s = cuda_workspace(ctx, stream, w_bytes + (scaled ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
     {
         PipelineCall call(dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+        call.bind_vector("scales", c.scales, c.n, c.scale_bytes);  // the scaled variants' only
         call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
         if ((s = call.run())) return s;
     }
+    if (scaled) return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
+    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
     if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
     PipelineCall call(*epilogue, stream, ctx);
     call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);

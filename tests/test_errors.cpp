@@ -149,6 +149,19 @@ void check_cuda_with_host_pointers(schedx_status got, const char *first_pointer)
     }
 }
 
+// An operator's valid host-memory call sent to the CUDA device is refused without
+// touching its buffers; the same call on the CPU succeeds.
+template <typename Args>
+void check_cuda_refused_cpu_works() {
+    Args a;
+    a.device = SCHEDX_DEVICE_CUDA;
+    const Snapshot snap = a.snapshot();
+    check_cuda_with_host_pointers(a.call(), "x");
+    CHECK(snap.changed() == "");
+    Args cpu;
+    CHECK(cpu.call() == SCHEDX_OK);
+}
+
 }  // namespace
 
 TEST_CASE("cast_transpose: the valid call these cases start from succeeds and writes every output") {
@@ -215,13 +228,7 @@ TEST_CASE("cast_transpose: each bad argument has its status and message, and not
 }
 
 TEST_CASE("cast_transpose: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
-    CtArgs a;
-    a.device = SCHEDX_DEVICE_CUDA;
-    const Snapshot snap = a.snapshot();
-    check_cuda_with_host_pointers(a.call(), "x");
-    CHECK(snap.changed() == "");
-    CtArgs cpu;
-    CHECK(cpu.call() == SCHEDX_OK);
+    check_cuda_refused_cpu_works<CtArgs>();
 }
 
 TEST_CASE("cast_transpose: forced variants: unknown names, another device, another dtype") {
@@ -301,13 +308,7 @@ TEST_CASE("w8_linear: each bad argument has its status and message, and nothing 
 }
 
 TEST_CASE("w8_linear: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
-    W8Args a;
-    a.device = SCHEDX_DEVICE_CUDA;
-    const Snapshot snap = a.snapshot();
-    check_cuda_with_host_pointers(a.call(), "x");
-    CHECK(snap.changed() == "");
-    W8Args cpu;
-    CHECK(cpu.call() == SCHEDX_OK);
+    check_cuda_refused_cpu_works<W8Args>();
 }
 
 TEST_CASE("w8_linear: forced variants: unknown names, another op's, another device, another dtype") {

@@ -7,10 +7,9 @@
 //
 // `stage` splits the same algorithm around a cuBLAS GEMM for large M: `dequantize` writes
 // W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
-// fp32 result into y with the scale and bias. `dequantize_scaled` writes W[n][k] * scales[n]
-// rounded to x's dtype instead, so that the GEMM writes y itself (no fp32 result, no
-// epilogue kernel) at the price of one more rounding per weight (exact for power-of-two
-// scales; relative 2^-9 per weight in bf16 otherwise).
+// fp32 result into y with the scale and bias. `rescale` instead scales a y that the GEMM
+// wrote in x's dtype, in place: two roundings, as PyTorch's own linear(...) * scales, for
+// half the epilogue's traffic and no fp32 result.
 #include "Halide.h"
 #include "numerics.h"
 
@@ -19,7 +18,7 @@ namespace {
 using namespace Halide;
 using schedx::ElemType;
 
-enum class Stage { linear, dequantize, dequantize_scaled, epilogue };
+enum class Stage { linear, dequantize, epilogue, rescale };
 
 class W8Linear : public Generator<W8Linear> {
 public:
@@ -29,10 +28,10 @@ public:
     GeneratorParam<Stage> stage{"stage", Stage::linear,
                                 {{"linear", Stage::linear},
                                  {"dequantize", Stage::dequantize},
-                                 {"dequantize_scaled", Stage::dequantize_scaled},
-                                 {"epilogue", Stage::epilogue}}};
+                                 {"epilogue", Stage::epilogue},
+                                 {"rescale", Stage::rescale}}};
     // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
-    // cuda_words (stage=dequantize, dequantize_scaled); cuda_general (stage=epilogue)
+    // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
@@ -56,9 +55,7 @@ public:
             y = add_output<Buffer<>>("y", UInt(16), 2);
             break;
         case Stage::dequantize:
-        case Stage::dequantize_scaled:
             w = add_input<Buffer<>>("w", word_io ? UInt(32) : Int(8), 2);
-            if (stage == Stage::dequantize_scaled) scales = add_input<Buffer<>>("scales", scale_t, 1);
             w_out = add_output<Buffer<>>("w_out", half_t, 2);
             break;
         case Stage::epilogue:
@@ -66,6 +63,11 @@ public:
             scales = add_input<Buffer<>>("scales", scale_t, 1);
             if (with_bias) bias = add_input<Buffer<>>("bias", scale_t, 1);
             y = add_output<Buffer<>>("y", UInt(16), 2);
+            break;
+        case Stage::rescale:  // "acc" is y itself: the runtime binds both to one buffer
+            acc_in = add_input<Buffer<>>("acc", half_t, 2);
+            scales = add_input<Buffer<>>("scales", scale_t, 1);
+            y = add_output<Buffer<>>("y", half_t, 2);
             break;
         }
     }
@@ -85,15 +87,21 @@ public:
             }
             wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
-        if (stage == Stage::dequantize || stage == Stage::dequantize_scaled) {
-            Expr scale = 1.0f;
-            if (stage == Stage::dequantize_scaled) scale = scale_value((*scales)(clamp(n, 0, scales->dim(0).extent() - 1)));
+        if (stage == Stage::dequantize) {
             if (word_io) {
-                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n) * scale, x_type) |
-                                 (schedx::float_to_half_bits(wf(2 * k + 1, n) * scale, x_type) << 16);
+                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n), x_type) |
+                                 (schedx::float_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
             } else {
-                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n) * scale, x_type));
+                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n), x_type));
             }
+        } else if (stage == Stage::rescale) {
+            // n counts words of two outputs here.
+            auto scaled = [&](Expr bits, Expr col) {
+                Expr s = scale_value((*scales)(clamp(col, 0, scales->dim(0).extent() - 1)));
+                return schedx::float_to_half_bits(schedx::decode_to_float(bits, x_type) * s, x_type);
+            };
+            Expr word = (*acc_in)(n, m);
+            (*y)(n, m) = scaled(word & schedx::u32(0xFFFF), 2 * n) | (scaled(word >> 16, 2 * n + 1) << 16);
         } else {
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
@@ -133,9 +141,10 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         const std::string s = sched;
-        if (stage == Stage::dequantize || stage == Stage::dequantize_scaled) {
-            if (s != "cuda_words") throw std::invalid_argument("the dequantize stages take schedule=cuda_words");
-            schedule_dequantize();
+        if (stage == Stage::dequantize || stage == Stage::rescale) {
+            if (s != "cuda_words") throw std::invalid_argument("stage=dequantize and rescale take schedule=cuda_words");
+            if (stage == Stage::dequantize) schedule_dequantize();
+            else schedule_rescale();
         } else if (stage == Stage::epilogue) {
             if (s != "cuda_general") throw std::invalid_argument("stage=epilogue takes schedule=cuda_general");
             schedule_epilogue();
@@ -354,6 +363,22 @@ private:
     // Epilogue of the cuBLAS path: elementwise over the fp32 GEMM result.
     void schedule_epilogue() {
         y->gpu_tile(n, m, no, mo, ni, mi, 128, 2, TailStrategy::GuardWithIf);
+    }
+
+    // In-place rescale: one 16-byte load and store (8 outputs) per thread. The runtime
+    // takes this path only for rows of whole 16-byte vectors at 16-byte aligned starts.
+    void schedule_rescale() {
+        auto whole_vectors = [](auto &b) {
+            b.dim(0).set_min(0).set_extent((b.dim(0).extent() / 4) * 4);
+            b.dim(1).set_min(0).set_stride((b.dim(1).stride() / 4) * 4);
+            b.set_host_alignment(16);
+        };
+        whole_vectors(*acc_in);
+        whole_vectors(*y);
+        Var nv("nv");
+        y->split(n, n, nv, 4, TailStrategy::RoundUp)
+            .vectorize(nv)
+            .gpu_tile(n, m, no, mo, ni, mi, 64, 4, TailStrategy::GuardWithIf);
     }
 };
 

@@ -1,5 +1,5 @@
 // schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
-// or dequantize + cuBLAS + epilogue for the large-M path).
+// or dequantize + cuBLAS + epilogue or in-place rescale for the large-M path).
 #include <string>
 #include <vector>
 
@@ -32,9 +32,10 @@ struct W8LinearCall {
     int64_t ldy;
 };
 
-// dequantize_scaled folds the scales into the dequantized W and lets cuBLAS write y.
-bool is_scaled_cublas_path(const Variant &v) { return v.param("stage") == "dequantize_scaled"; }
-bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_scaled_cublas_path(v); }
+// The large-M path's two forms: a dequantize variant (fp32 GEMM result, epilogue) or a
+// rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
+bool is_rescale_path(const Variant &v) { return v.param("stage") == "rescale"; }
+bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_rescale_path(v); }
 
 // The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
 bool words_fit(const W8LinearCall &c, int64_t k_step) {
@@ -71,44 +72,50 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
-    // The scaled path has no epilogue to add a bias.
-    if (is_scaled_cublas_path(v) && c.bias) return false;
+    // The in-place rescale moves 8-output vectors and adds no bias (a bias after the GEMM's
+    // rounding would round a third time).
+    if (is_rescale_path(v) && (c.bias || !aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
 }
 
-// Large M through cuBLAS: W in x's dtype into the workspace (times the scales for the
-// scaled variants, whose GEMM then writes y), else an fp32 GEMM result after it, which the
-// epilogue turns into y with scale and bias, rounding once as the fused variants do.
-schedx_status run_cublas_path(const Variant &dequant, const W8LinearCall &c, bool fp16, const std::string &scale_type,
+// Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
+// result after it, which the epilogue turns into y with scale and bias (rounding once, as
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
+schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
-    const bool scaled = is_scaled_cublas_path(dequant);
-    const Variant *epilogue = nullptr;
-    for (const Variant &v : registry()) {
-        if (!scaled && v.op == "w8_linear_epilogue" && v.param("x_type") == dequant.param("x_type") &&
-            v.param("scale_type", "bf16") == scale_type && (v.param("with_bias") == "true") == (c.bias != nullptr)) {
-            epilogue = &v;
+    const bool rescale = is_rescale_path(v);
+    const Variant *dequant = rescale ? nullptr : &v, *epilogue = rescale ? &v : nullptr;
+    for (const Variant &r : registry()) {
+        if (r.param("x_type") != v.param("x_type")) continue;
+        if (rescale && r.op == "w8_linear" && r.param("stage") == "dequantize") dequant = &r;
+        if (!rescale && r.op == "w8_linear_epilogue" && r.param("scale_type", "bf16") == scale_type &&
+            (r.param("with_bias") == "true") == (c.bias != nullptr)) {
+            epilogue = &r;
         }
     }
-    if (!scaled && !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no w8_linear_epilogue variant for " + dequant.name);
+    if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
     const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, w_bytes + (scaled ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
+    if ((s = cuda_workspace(ctx, stream, w_bytes + (rescale ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
     {
-        PipelineCall call(dequant, stream, ctx);
+        PipelineCall call(*dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
-        call.bind_vector("scales", c.scales, c.n, c.scale_bytes);  // the scaled variants' only
         call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
         if ((s = call.run())) return s;
     }
-    if (scaled) return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
-    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
-    if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
     PipelineCall call(*epilogue, stream, ctx);
-    call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
+    if (rescale) {
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k))) return s;
+        call.bind_matrix("acc", c.y, c.m, c.n, c.ldy, 2);
+    } else {
+        float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
+        call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
+    }
     bind_common(call, c);
     return call.run();
 }
@@ -157,10 +164,10 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
-        // The unscaled cuBLAS path leaves scale and bias to its epilogue, so it serves every
-        // kind; the scaled one reads scales of its type (and refuses a bias in can_run).
+        // The dequantize path leaves scale and bias to its epilogue, so it serves every
+        // kind; the rescale one reads scales of its type (and refuses a bias in can_run).
         if (v.param("x_type") != x_type) return false;
-        if (is_scaled_cublas_path(v)) return v.param("scale_type", "bf16") == scale_type;
+        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type;
         return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });

@@ -49,7 +49,7 @@ struct Shape {
 // Mirrors can_run in runtime/w8_linear.cpp (with the 16-byte alignment that padded()
 // keeps for these schedules), restricted to shapes whose reference stays cheap.
 bool is_cublas(std::map<std::string, std::string> &p) {
-    return p["stage"] == "dequantize" || p["stage"] == "dequantize_scaled";
+    return p["stage"] == "dequantize" || p["stage"] == "rescale";
 }
 
 std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
@@ -63,7 +63,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 1000}) {
                 bool runs = true;
-                if (cublas) runs = m > 16 && k % 16 == 0;
+                if (cublas) runs = m > 16 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
@@ -77,13 +77,14 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
 }
 
 // Padded leading dimensions: odd for the general schedule, which takes any; 16-byte row
-// pitches for x and W where the schedule needs them (cuBLAS itself takes any ldx).
-W8Case padded(W8Case c, const std::string &schedule, bool cublas) {
-    const bool aligned_x = schedule != "cuda_general" && !cublas;
-    const bool aligned_w = schedule != "cuda_general";
+// pitches for x and W where the schedule needs them (cuBLAS itself takes any ldx), and
+// for y where the in-place rescale moves 16-byte vectors.
+W8Case padded(W8Case c, std::map<std::string, std::string> &p, bool cublas) {
+    const bool aligned_x = p["schedule"] != "cuda_general" && !cublas;
+    const bool aligned_w = p["schedule"] != "cuda_general";
     c.ldx = c.k + (aligned_x ? 8 : 1);
     c.ldw = c.k + (aligned_w ? 16 : 3);
-    c.ldy = c.n + 3;
+    c.ldy = c.n + (p["stage"] == "rescale" ? 8 : 3);
     return c;
 }
 
@@ -99,8 +100,8 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
         auto p = params_of(info);
         const bool cublas = is_cublas(p);
         const schedx_dtype xt = p["x_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
-        // The unscaled cuBLAS path serves every scale dtype and bias setting through its
-        // epilogue; the scaled one its scale dtype without bias.
+        // The dequantize path serves every scale dtype and bias setting through its
+        // epilogue; the rescale one its scale dtype without bias.
         std::vector<std::pair<schedx_dtype, bool>> kinds;
         if (p["stage"] == "dequantize") {
             kinds = {{SCHEDX_BF16, false}, {SCHEDX_BF16, true}, {SCHEDX_FP32, false}, {SCHEDX_FP32, true}};
@@ -119,7 +120,7 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
                 CAPTURE(s.n);
                 CAPTURE(s.k);
                 W8Case c{s.m, s.n, s.k, 0, 0, 0, xt, kind.first, kind.second, true};
-                const std::string error = check_w8(padded(c, p["schedule"], cublas)).error;
+                const std::string error = check_w8(padded(c, p, cublas)).error;
                 // Autoscheduled variants refuse shapes their generated bounds do not accept.
                 if (autoscheduled && error.find("status 11") == 0) continue;
                 CHECK(error == "");

@@ -82,7 +82,8 @@ std::string symbol_name(void *pc) {
     return name.substr(0, 110);
 }
 
-void profile(int iterations, const std::function<void()> &call) {
+void profile(const char *what, int iterations, const std::function<void()> &call) {
+    sample_count = 0;
     void *warm[4];
     backtrace(warm, 4);  // loads the unwinder before the handler needs it
     signal(SIGPROF, on_sigprof);
@@ -100,7 +101,7 @@ void profile(int iterations, const std::function<void()> &call) {
     std::vector<std::pair<int, std::string>> ranked;
     for (auto &[name, count] : inclusive) ranked.emplace_back(count, name);
     std::sort(ranked.rbegin(), ranked.rend());
-    std::printf("\nProfile of the cast_transpose call, %d samples, share of samples inclusive of callees:\n\n",
+    std::printf("\nProfile of the %s call, %d samples, share of samples inclusive of callees:\n\n", what,
                 int(sample_count));
     for (size_t i = 0; i < ranked.size() && i < 40; i++) {
         std::printf("%5.1f%%  %s\n", 100.0 * ranked[i].first / sample_count, ranked[i].second.c_str());
@@ -154,7 +155,10 @@ int main(int argc, char **argv) {
                 host_us_per_call(iterations, [&] { cast(amax, scale_inv); }));
     std::printf("| schedx_w8_linear M=1 N=K=%ld (%s) | %.2f |\n", long(n), schedx_last_variant("w8_linear"),
                 host_us_per_call(iterations, gemv));
-    if (with_profile) profile(iterations, [&] { cast(nullptr, nullptr); });
+    if (with_profile) {
+        profile("cast_transpose", iterations, [&] { cast(nullptr, nullptr); });
+        profile("cast_transpose with amax", iterations, [&] { cast(amax, scale_inv); });
+    }
     cudaStreamSynchronize(stream);
     return 0;
 }

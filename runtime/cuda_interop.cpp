@@ -3,11 +3,13 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "HalideRuntimeCuda.h"
 #include "status.h"
@@ -21,6 +23,7 @@ constexpr int kPointerAttributeMemoryType = 2;    // CU_POINTER_ATTRIBUTE_MEMORY
 constexpr int kPointerAttributeDeviceOrdinal = 9; // CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
 constexpr unsigned kMemoryTypeDevice = 2;         // CU_MEMORYTYPE_DEVICE
 constexpr int kMaxDevices = 64;
+constexpr int kCaptureModeRelaxed = 2;            // CU_STREAM_CAPTURE_MODE_RELAXED
 
 struct Driver {
     CUresult (*cuInit)(unsigned);
@@ -31,10 +34,9 @@ struct Driver {
     CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
     CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuMemAlloc)(uint64_t *, size_t);
-    CUresult (*cuMemFree)(uint64_t);
     CUresult (*cuCtxPushCurrent)(void *);
     CUresult (*cuCtxPopCurrent)(void **);
-    CUresult (*cuStreamSynchronize)(void *);
+    CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
     std::atomic<void *> contexts[kMaxDevices] = {};
     std::mutex mutex;  // serializes retaining a primary context
     bool ok = false;
@@ -59,8 +61,9 @@ Driver &driver() {
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion") && sym(d.cuMemAlloc, "cuMemAlloc_v2") &&
-              sym(d.cuMemFree, "cuMemFree_v2") && sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
-              sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") && sym(d.cuStreamSynchronize, "cuStreamSynchronize"))) {
+              sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
+              sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") &&
+              sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"))) {
             d.error = "CUDA driver lacks a required entry point";
             return;
         }
@@ -164,6 +167,7 @@ namespace {
 struct StreamWorkspace {
     uint64_t scratch = 0;
     size_t bytes = 0;
+    std::vector<uint64_t> retired;  // earlier, smaller scratches: see cuda_workspace
     std::mutex in_use;  // see lock_stream_workspace
 };
 std::mutex workspaces_mutex;  // guards `workspaces` and each entry's scratch and bytes
@@ -187,15 +191,23 @@ schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **p
     StreamWorkspace &w = workspaces[{context, stream}];
     if (w.bytes < bytes) {
         if (d.cuCtxPushCurrent(context) != 0) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
-        // Earlier calls on this stream may still read the old scratch.
-        bool ok = !w.scratch || (d.cuStreamSynchronize(stream) == 0 && d.cuMemFree(w.scratch) == 0);
-        w.scratch = 0;
-        w.bytes = 0;
-        ok = ok && d.cuMemAlloc(&w.scratch, bytes) == 0;
+        // The first call on a stream may come while it is being captured into a CUDA graph
+        // (torch.cuda.graph warms up on another stream): relaxed mode lets cuMemAlloc run
+        // there without invalidating the capture.
+        int mode = kCaptureModeRelaxed;
+        d.cuThreadExchangeStreamCaptureMode(&mode);
+        uint64_t grown = 0;
+        const bool ok = d.cuMemAlloc(&grown, std::max(bytes, 2 * w.bytes)) == 0;
+        d.cuThreadExchangeStreamCaptureMode(&mode);
         void *popped = nullptr;
         d.cuCtxPopCurrent(&popped);
         if (!ok) return fail(SCHEDX_ERR_KERNEL, "cannot allocate a " + std::to_string(bytes) + "-byte workspace");
-        w.bytes = bytes;
+        // The old scratch is retired, not freed: queued work or a captured graph may still
+        // use it, and freeing it safely would need a synchronization (illegal in a capture).
+        // Doubling bounds what is retired by the size of the current scratch.
+        if (w.scratch) w.retired.push_back(w.scratch);
+        w.scratch = grown;
+        w.bytes = std::max(bytes, 2 * w.bytes);
     }
     *ptr = reinterpret_cast<void *>(w.scratch);
     return SCHEDX_OK;

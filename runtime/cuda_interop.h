@@ -41,8 +41,9 @@ void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf);
 std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 
 // Device scratch for one (context, stream): at least `bytes`, 256-byte aligned. Cached
-// per device and stream, grown on demand and never freed (no allocation per call once
-// warm). Calls on one stream run in order, so reusing the scratch is race-free under
+// per device and stream, grown on demand (doubling; an outgrown scratch is kept, since a
+// captured CUDA graph may hold its address) and never freed (no allocation per call once
+// warm; a first call may come during a graph capture). Calls on one stream run in order, so reusing the scratch is race-free under
 // lock_stream_workspace; two streams get two scratches because their calls may overlap.
 // Used by the large-M w8_linear path (dequantized W, GEMM result) and by the tiled
 // cast_transpose variants with fused amax (one value per tile).

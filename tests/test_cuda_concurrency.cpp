@@ -1,8 +1,9 @@
 // Both operators from 8 threads at once on the GPU, each thread on its own non-blocking
 // CUDA stream and on a different case at any moment (ragged shapes on the general
 // variants, aligned ones on the tiled, GEMV and small-batch ones): every result must equal
-// the serial run's byte for byte, outputs poisoned before each call. Exits 77 (ctest:
-// skipped) without a CUDA device.
+// the serial run's byte for byte, outputs poisoned before each call. Then a first call on
+// a stream that is being captured into a CUDA graph. Exits 77 (ctest: skipped) without a
+// CUDA device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <set>
+#include <vector>
 
 #include "concurrency_cases.h"
 
@@ -156,6 +158,38 @@ TEST_CASE("8 threads on 8 CUDA streams calling both operators match the serial r
         }
     });
     failures.report();
+}
+
+// torch.cuda.graph warms up on a side stream and captures on another, so the first call
+// on the capture stream allocates its fused-amax workspace inside the capture: that must
+// not invalidate the capture, and the replay must compute amax.
+TEST_CASE("a first call on a stream under CUDA graph capture") {
+    const int64_t m = 256, k = 256;
+    std::vector<uint16_t> x(size_t(m * k), 0x3F80);  // bf16 1.0
+    x[size_t(m * k / 2 + 7)] = 0xC040;               // bf16 -3.0: amax 3
+    const float one = 1.0f;
+    DeviceBuffer dx(x.size() * 2, x.data()), scale(4, &one), rows(size_t(m * k)), cols(size_t(m * k)), stats(8);
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    const schedx_status st = schedx_cast_transpose_fp8(dx.ptr, m, k, k, SCHEDX_BF16, scale.as<float>(), SCHEDX_E4M3FN,
+                                                       rows.as<uint8_t>(), k, cols.as<uint8_t>(), m,
+                                                       stats.as<float>(), stats.as<float>() + 1, SCHEDX_DEVICE_CUDA, s);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    CHECK_MESSAGE(st == SCHEDX_OK, schedx_last_error());
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    REQUIRE(cudaMemset(stats.ptr, 0xFF, 8) == cudaSuccess);  // NaN until the replay writes
+    REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+    float got[2];
+    REQUIRE(cudaMemcpy(got, stats.ptr, 8, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(got[0] == 3.0f);
+    CHECK(got[1] == 1.0f);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
 }
 
 int main(int argc, char **argv) {

@@ -39,7 +39,7 @@ from schedx import _capi  # noqa: E402  (raw C ABI calls for the host-cost measu
 FP8 = {"e4m3fn": (torch.float8_e4m3fn, 448.0), "e5m2": (torch.float8_e5m2, 57344.0)}
 FP8_SHAPES = [(4096, 4096), (8192, 8192), (4096, 14336), (16384, 4096)]
 W8_MS = [1, 2, 4, 8, 16, 32, 128, 256, 1024, 4096]
-W8_MS_QUICK = [1, 2, 8, 16, 1024]
+W8_MS_QUICK = [1, 2, 8, 16, 1024, 4096]
 W8_NK_OTHER = [(4096, 4096), (14336, 4096), (4096, 14336)]
 W8_MS_OTHER = [1, 4, 16, 1024]
 W8_MS_OTHER_QUICK = [1, 16]

@@ -17,6 +17,7 @@ constexpr int kOpN = 0, kOpT = 1;                        // CUBLAS_OP_N / _T
 constexpr int kR16F = 2, kR16BF = 14, kR32F = 0;         // CUDA_R_16F / _16BF / _32F
 constexpr int kCompute32F = 68;                          // CUBLAS_COMPUTE_32F
 constexpr int kGemmDefault = -1;                         // CUBLAS_GEMM_DEFAULT
+constexpr int kCaptureModeRelaxed = 2;                   // CU_STREAM_CAPTURE_MODE_RELAXED
 
 struct Cublas {
     int (*create)(void **);
@@ -27,6 +28,7 @@ struct Cublas {
     // uses the runtime API) creates its handle.
     int (*ctx_push)(void *);
     int (*ctx_pop)(void **);
+    int (*exchange_capture_mode)(int *);  // cuThreadExchangeStreamCaptureMode
     bool ok = false;
 };
 
@@ -47,7 +49,8 @@ Cublas &cublas() {
         };
         b.ok = sym(lib, b.create, "cublasCreate_v2") && sym(lib, b.set_stream, "cublasSetStream_v2") &&
                sym(lib, b.gemm_ex, "cublasGemmEx") && sym(cuda, b.ctx_push, "cuCtxPushCurrent_v2") &&
-               sym(cuda, b.ctx_pop, "cuCtxPopCurrent_v2");
+               sym(cuda, b.ctx_pop, "cuCtxPopCurrent_v2") &&
+               sym(cuda, b.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
     });
     return b;
 }
@@ -77,7 +80,12 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
     void *&handle = handles[{context, stream}];
     ContextScope scope(context);
     if (!handle) {
+        // The first call on a stream may come while it is captured into a CUDA graph;
+        // relaxed mode lets cublasCreate allocate there (as cuda_workspace does).
+        int mode = kCaptureModeRelaxed;
+        cb.exchange_capture_mode(&mode);
         int r = cb.create(&handle);
+        cb.exchange_capture_mode(&mode);
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
     }
     // Column-major view: c^T [n x m] = (b [k x n])^T * a^T [k x m].

@@ -367,6 +367,8 @@ private:
 
     // In-place rescale: one 16-byte load and store (8 outputs) per thread. The runtime
     // takes this path only for rows of whole 16-byte vectors at 16-byte aligned starts.
+    // H200, N = K = 8192, M = 4096: 38 us under ncu (134 MB moved) against 114 us for the
+    // fp32 epilogue; the whole path 780 us against 859 (M = 1024: 239 against 257).
     void schedule_rescale() {
         auto whole_vectors = [](auto &b) {
             b.dim(0).set_min(0).set_extent((b.dim(0).extent() / 4) * 4);

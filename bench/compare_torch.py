@@ -698,6 +698,8 @@ def host_cost(rep, timer):
     label = f"cast_transpose {m}x{k}"
     rows.append([label, "schedx Python API", rep.attempt("host cost python", lambda: per_call(
         lambda: schedx.cast_transpose_fp8(x, scale))), kernel])
+    rows.append([label, "schedx Python API, outputs given (out=)", rep.attempt("host cost python out", lambda: per_call(
+        lambda: schedx.cast_transpose_fp8(x, scale, out=(rows_out, cols_out.T)))), kernel])
     rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost C ABI", lambda: per_call(raw)), kernel])
     eager = fp8_fn("e4m3fn")
     rows.append([label, "eager torch (4 kernels)", rep.attempt("host cost eager", lambda: per_call(
@@ -714,6 +716,8 @@ def host_cost(rep, timer):
         label = "w8_linear M=1 N=K=4096"
         rows.append([label, "schedx Python API", rep.attempt("host cost w8 python", lambda: per_call(
             lambda: schedx.w8_linear(xw, w, scales))), kt])
+        rows.append([label, "schedx Python API, output given (out=)", rep.attempt("host cost w8 python out",
+                     lambda: per_call(lambda: schedx.w8_linear(xw, w, scales, out=y))), kt])
         rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost w8 C ABI", lambda: per_call(
             lambda: lib.schedx_w8_linear(*wargs))), kt])
     return md_table(["call", "path", "host us per call", "GPU kernel us"], rows)

@@ -154,6 +154,27 @@ class CastTransposeTest(unittest.TestCase):
         _, _, amax, _ = schedx.cast_transpose_fp8(x, 0.3, amax=True)
         self.assertTrue(np.isnan(amax[0]))
 
+    def test_into_callers_outputs(self):
+        rng = np.random.default_rng(7)
+        x = (rng.standard_normal((24, 40)) * 50).astype(ml_dtypes.bfloat16)
+        want = schedx.cast_transpose_fp8(x, 0.5, amax=True)
+        fp8 = ml_dtypes.float8_e4m3fn
+        # Padded rows in both layouts; the padding is poisoned and must stay so.
+        rows_buf = np.full((24, 48), 0x55, np.uint8).view(fp8)
+        cols_buf = np.full((40, 32), 0x55, np.uint8).view(fp8)
+        out = (rows_buf[:, :40], cols_buf[:, :24].T, np.full(1, np.nan, np.float32), np.full(1, np.nan, np.float32))
+        got = schedx.cast_transpose_fp8(x, 0.5, amax=True, out=out)
+        for g, o, w in zip(got, out, want):
+            self.assertIs(g, o)
+            np.testing.assert_array_equal(codes(np.ascontiguousarray(g)), codes(np.ascontiguousarray(w)))
+        self.assertTrue((codes(rows_buf)[:, 40:] == 0x55).all())
+        self.assertTrue((codes(cols_buf)[:, 24:] == 0x55).all())
+        rows_only = np.empty((24, 40), fp8)
+        r, c = schedx.cast_transpose_fp8(x, 0.5, cols=False, out=(rows_only, None))
+        self.assertIs(r, rows_only)
+        self.assertIsNone(c)
+        np.testing.assert_array_equal(codes(rows_only), codes(want[0]))
+
     def test_numpy_scalar_scale(self):
         x = np.ones((4, 4), np.float32)
         for scale in (np.float32(2.0), np.array(2.0, np.float32), 2):
@@ -190,6 +211,25 @@ class ErrorTest(unittest.TestCase):
         self.assertRaisesStatus(Status.ERR_UNSUPPORTED_DTYPE, "scale has dtype float64", ct, self.x,
                                 np.ones(1, np.float64))
         self.assertRaisesStatus(Status.ERR_BAD_SIZE, "one element", ct, self.x, np.ones(2, np.float32))
+
+    def test_bad_outputs(self):
+        ct = schedx.cast_transpose_fp8
+        fp8 = ml_dtypes.float8_e4m3fn
+        rows, cols = np.empty((8, 16), fp8), np.empty((16, 8), fp8).T
+        self.assertRaisesStatus(Status.ERR_BAD_SIZE, "2 entries", ct, self.x, 1.0, out=(rows,))
+        self.assertRaisesStatus(Status.ERR_BAD_SIZE, "None exactly where", ct, self.x, 1.0, cols=False,
+                                out=(rows, cols))
+        self.assertRaisesStatus(Status.ERR_UNSUPPORTED_DTYPE, "must have dtype float8_e4m3fn", ct, self.x, 1.0,
+                                out=(rows.view(np.uint8), cols))
+        self.assertRaisesStatus(Status.ERR_UNSUPPORTED_DTYPE, "float8_e5m2", ct, self.x, 1.0, "e5m2",
+                                out=(rows, cols))
+        self.assertRaisesStatus(Status.ERR_BAD_SIZE, "shape (8, 16)", ct, self.x, 1.0, out=(rows[:4], cols))
+        self.assertRaisesStatus(Status.ERR_BAD_LEADING_DIM, "row-major", ct, self.x, 1.0,
+                                out=(rows, np.empty((8, 16), fp8)))
+        self.assertRaisesStatus(Status.ERR_BAD_SIZE, "shape (1,)", ct, self.x, 1.0, amax=True,
+                                out=(rows, cols, np.empty(2, np.float32), np.empty(1, np.float32)))
+        self.assertRaisesStatus(Status.ERR_OVERLAP, "", ct, self.x, 1.0,
+                                out=(rows, rows.view(np.uint8).reshape(16, 8).view(fp8).T))
 
     def test_returned_by_the_c_abi(self):
         ct = schedx.cast_transpose_fp8
@@ -271,6 +311,25 @@ class W8LinearTest(unittest.TestCase):
         scales = np.ones(6, np.float32)
         y = schedx.w8_linear(x, w, scales)
         np.testing.assert_array_equal(y.astype(np.float64), reference_w8(x, w, scales, None))
+
+    def test_into_callers_output(self):
+        rng = np.random.default_rng(8)
+        x = rng.integers(-3, 4, (3, 64)).astype(ml_dtypes.bfloat16)
+        w = rng.integers(-4, 5, (10, 64), dtype=np.int8)
+        scales = np.ones(10, np.float32)
+        buf = np.full((3, 16), np.nan, ml_dtypes.bfloat16)
+        y = schedx.w8_linear(x, w, scales, out=buf[:, :10])
+        self.assertIs(y.base, buf)
+        np.testing.assert_array_equal(y.astype(np.float64), reference_w8(x, w, scales, None))
+        self.assertTrue(np.isnan(buf[:, 10:].astype(np.float32)).all())
+        for bad, status, text in [(np.empty((3, 10), np.float16), Status.ERR_UNSUPPORTED_DTYPE, "must have dtype"),
+                                  (np.empty((3, 9), ml_dtypes.bfloat16), Status.ERR_BAD_SIZE, "shape (3, 10)"),
+                                  (np.empty((10, 3), ml_dtypes.bfloat16).T, Status.ERR_BAD_LEADING_DIM, "row-major")]:
+            with self.subTest(text=text):
+                with self.assertRaises(SchedxError) as cm:
+                    schedx.w8_linear(x, w, scales, out=bad)
+                self.assertEqual(cm.exception.status, status)
+                self.assertIn(text, cm.exception.message)
 
     def test_errors(self):
         x = np.ones((2, 8), ml_dtypes.bfloat16)

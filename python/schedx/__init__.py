@@ -35,13 +35,14 @@ class _Array:
 
     __slots__ = ("obj", "kind", "dtype", "shape", "strides", "ptr", "device", "torch_device")
 
-    def __init__(self, obj, name):
+    def __init__(self, obj, name, expect=None):
+        """expect: the one dtype object `obj` must have (outputs), else any schedx input dtype."""
         self.obj = obj
         torch = sys.modules.get("torch")
         np = sys.modules.get("numpy")
         if torch is not None and isinstance(obj, torch.Tensor):
             self.kind = "torch"
-            self.dtype = _torch_dtypes(torch).get(obj.dtype)
+            self.dtype = _torch_dtypes(torch).get(obj.dtype) if expect is None else obj.dtype
             self.shape = tuple(obj.shape)
             self.strides = tuple(obj.stride())
             self.ptr = obj.data_ptr()
@@ -54,7 +55,7 @@ class _Array:
                 raise _error(Status.ERR_BAD_DEVICE, f"{name} is on {obj.device}; schedx runs on cuda and cpu")
         elif np is not None and isinstance(obj, np.ndarray):
             self.kind = "numpy"
-            self.dtype = _numpy_dtypes(np).get(obj.dtype)
+            self.dtype = _numpy_dtypes(np).get(obj.dtype) if expect is None else obj.dtype
             self.shape = obj.shape
             item = obj.dtype.itemsize
             if any(s % item for s in obj.strides):
@@ -67,6 +68,8 @@ class _Array:
         else:
             raise _error(Status.ERR_UNSUPPORTED_DTYPE,
                          f"{name} is a {type(obj).__name__}; expected a torch.Tensor or numpy.ndarray")
+        if expect is not None and obj.dtype != expect:
+            raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"{name} must have dtype {expect}, got {obj.dtype}")
         if self.dtype is None:
             raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"{name} has dtype {obj.dtype}, which schedx does not take")
 
@@ -141,7 +144,7 @@ def _named_dtype(like, name):
         return getattr(torch, name)
     import ml_dtypes
     import numpy as np
-    return getattr(np, name, None) or getattr(ml_dtypes, name)
+    return np.dtype(getattr(np, name, None) or getattr(ml_dtypes, name))
 
 
 def _empty(like, shape, dtype):
@@ -151,6 +154,23 @@ def _empty(like, shape, dtype):
         return torch.empty(shape, dtype=dtype, device=like.torch_device)
     import numpy as np
     return np.empty(shape, dtype=dtype)
+
+
+def _output_matrix(obj, name, like, dtype, rows, cols):
+    """A caller's output: `rows` x `cols` of `dtype`, row-major with unit column stride,
+    next to `like`; its leading dimension."""
+    oa = _Array(obj, name, expect=dtype)
+    oa.same_place(like, name, "x")
+    if oa.shape != (rows, cols):
+        raise _error(Status.ERR_BAD_SIZE, f"{name} must have shape ({rows}, {cols}), got {oa.shape}")
+    return oa.matrix(name)[2]
+
+
+def _output_scalar(obj, name, like, dtype):
+    oa = _Array(obj, name, expect=dtype)
+    oa.same_place(like, name, "x")
+    if oa.shape != (1,):
+        raise _error(Status.ERR_BAD_SIZE, f"{name} must have shape (1,), got {oa.shape}")
 
 
 def _ptr(obj):
@@ -179,7 +199,7 @@ def _scale_argument(scale, xa):
     return scale
 
 
-def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False):
+def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False, out=None):
     """Fused fp8 cast + transpose of a 2-D x (bf16, fp16 or fp32, row-major, any row
     stride): fp8(clamp(x * scale, -FMAX, FMAX)) written row-major and column-major.
 
@@ -188,6 +208,12 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False)
     [M, K] row-major, cols is an [M, K] view of a [K, M] row-major buffer (the strides of
     f.t().contiguous().t()), amax = max|x| (NaN if x holds one) and scale_inv = 1/scale,
     both one-element float32. An output not asked for is None.
+
+    out: the outputs to write instead of new ones (no allocation per call, fixed addresses
+    for CUDA graphs), shaped as the return value: (rows, cols) or (rows, cols, amax,
+    scale_inv), None where an output is not asked for, in x's library and device. rows may
+    have a row stride larger than K; cols must be the transpose of a [K, M] array with unit
+    column stride (any row stride >= M). Returns `out`.
     """
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
@@ -197,16 +223,28 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False)
         raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
     scale = _scale_argument(scale, xa)
     fp8, f32 = _named_dtype(xa, "float8_" + fmt), _named_dtype(xa, "float32")
-    out_rows = _empty(xa, (m, k), fp8) if rows else None
-    out_cols = _empty(xa, (k, m), fp8).T if cols else None
-    out_amax = _empty(xa, (1,), f32) if amax else None
-    out_inv = _empty(xa, (1,), f32) if amax else None
+    wanted = (rows, cols) + ((True, True) if amax else ())
+    if out is None:
+        out = (_empty(xa, (m, k), fp8) if rows else None, _empty(xa, (k, m), fp8).T if cols else None)
+        if amax:
+            out += (_empty(xa, (1,), f32), _empty(xa, (1,), f32))
+        ld_rows, ld_cols = k, m
+    else:
+        out = tuple(out)
+        if len(out) != len(wanted) or any((o is not None) != w for o, w in zip(out, wanted)):
+            raise _error(Status.ERR_BAD_SIZE, f"out must hold {len(wanted)} entries, None exactly where an output "
+                         f"is not asked for (rows={rows}, cols={cols}, amax={amax})")
+        ld_rows = _output_matrix(out[0], "out rows", xa, fp8, m, k) if rows else k
+        # cols is the transpose of a row-major [K, M] array.
+        ld_cols = _output_matrix(out[1].T, "out cols (transposed)", xa, fp8, k, m) if cols else m
+        for o, name in zip(out[2:], ("out amax", "out scale_inv")):
+            _output_scalar(o, name, xa, f32)
+    out_rows, out_cols = out[0], out[1]
+    out_amax, out_inv = (out[2], out[3]) if amax else (None, None)
     _capi.check(_capi.lib().schedx_cast_transpose_fp8(
-        xa.ptr, m, k, ldx, xa.dtype, _ptr(scale), _capi.FP8_FORMATS[fmt], _ptr(out_rows), k, _ptr(out_cols), m,
-        _ptr(out_amax), _ptr(out_inv), xa.device, _stream(xa)))
-    if amax:
-        return out_rows, out_cols, out_amax, out_inv
-    return out_rows, out_cols
+        xa.ptr, m, k, ldx, xa.dtype, _ptr(scale), _capi.FP8_FORMATS[fmt], _ptr(out_rows), ld_rows, _ptr(out_cols),
+        ld_cols, _ptr(out_amax), _ptr(out_inv), xa.device, _stream(xa)))
+    return out
 
 
 def has_w8_linear():
@@ -214,12 +252,13 @@ def has_w8_linear():
     return _capi.has_w8_linear()
 
 
-def w8_linear(x, w, scales, bias=None):
+def w8_linear(x, w, scales, bias=None, out=None):
     """y = (x @ w.T) * scales (+ bias), with int8 w converted inside the kernel.
 
     x: [M, K] bf16 or fp16 (row-major, any row stride); w: [N, K] int8 (row-major, any
     row stride); scales: [N] bf16 or fp32, contiguous; bias: None or [N] in scales'
-    dtype, contiguous. Returns y [M, N] contiguous, in x's dtype.
+    dtype, contiguous. Returns y [M, N] contiguous, in x's dtype; or writes `out`
+    ([M, N] in x's dtype next to x, row-major, any row stride >= N) and returns it.
     """
     if not has_w8_linear():
         raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")
@@ -241,9 +280,12 @@ def w8_linear(x, w, scales, bias=None):
         if ba.dtype != sa.dtype:
             raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"bias must have the dtype of scales ({scales.dtype}), "
                          f"got {bias.dtype}")
-    y = _empty(xa, (m, n), x.dtype)
+    if out is None:
+        y, ldy = _empty(xa, (m, n), x.dtype), n
+    else:
+        y, ldy = out, _output_matrix(out, "out", xa, x.dtype, m, n)
     _capi.check(_capi.lib().schedx_w8_linear(
-        xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), n, xa.device,
+        xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), ldy, xa.device,
         _stream(xa)))
     return y
 

@@ -56,9 +56,8 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
 
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
 // batch a small-batch variant holds or computes, the generated bounds of autoscheduled variants), so
-// exploration measures every candidate. cuBLAS from M = 2 (the crossover with the fused
-// kernels is the tuning database's to find; untuned, the list puts the fused ones first):
-// at M = 1 writing a dequantized W costs more than reading W once.
+// exploration measures every candidate; cuBLAS from M = 17, where the fused kernels
+// stop (the crossover among them is the tuning database's to find).
 bool can_run(const Variant &v, const W8LinearCall &c) {
     if (!v.param("autoscheduler").empty()) {
         // Autoscheduled: the shapes its generated bounds accept.
@@ -77,7 +76,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // rounding would round a third time).
     if (is_rescale_path(v) && (c.bias || !aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
-    if (is_cublas_path(v)) return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
 }
 

@@ -63,7 +63,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 1000}) {
                 bool runs = true;
-                if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
+                if (cublas) runs = m > 16 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
@@ -153,8 +153,8 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
 
 TEST_CASE("dispatch runs ragged shapes on the general variant") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
-    // K off the fast paths' steps, odd row pitches of x or W, and (for M > 1) K not a
-    // multiple of 16 or an odd row pitch of W, which the cuBLAS path needs.
+    // K off the fast paths' steps, odd row pitches of x or W, and (for M > 16) K not a
+    // multiple of 16, which the cuBLAS path needs.
     const W8Case cases[] = {
         {5, 64, 1000},
         {1, 64, 4096, 4097},

@@ -7,28 +7,23 @@
 #include <string>
 #include <utility>
 
+#include "cuda_interop.h"
 #include "status.h"
 
 namespace schedx {
 namespace {
 
-// cuBLAS and driver types reduced to ints and pointers, as in cuda_interop.cpp.
+// cuBLAS types reduced to ints and pointers, as cuda_interop.cpp does for the driver's.
 constexpr int kOpN = 0, kOpT = 1;                        // CUBLAS_OP_N / _T
 constexpr int kR16F = 2, kR16BF = 14, kR32F = 0;         // CUDA_R_16F / _16BF / _32F
 constexpr int kCompute32F = 68;                          // CUBLAS_COMPUTE_32F
 constexpr int kGemmDefault = -1;                         // CUBLAS_GEMM_DEFAULT
-constexpr int kCaptureModeRelaxed = 2;                   // CU_STREAM_CAPTURE_MODE_RELAXED
 
 struct Cublas {
     int (*create)(void **);
     int (*set_stream)(void *, void *);
     int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
                    const void *, void *, int, int, int, int);
-    // Driver entry points for making the caller's context current while cuBLAS (which
-    // uses the runtime API) creates its handle.
-    int (*ctx_push)(void *);
-    int (*ctx_pop)(void **);
-    int (*exchange_capture_mode)(int *);  // cuThreadExchangeStreamCaptureMode
     bool ok = false;
 };
 
@@ -40,17 +35,13 @@ Cublas &cublas() {
         for (const char *name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
             if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
         }
-        // The driver is loaded already when a CUDA call gets here (check_device).
-        void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        if (!lib || !cuda) return;
+        if (!lib) return;
         auto sym = [](void *l, auto &fn, const char *name) {
             fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(l, name));
             return fn != nullptr;
         };
         b.ok = sym(lib, b.create, "cublasCreate_v2") && sym(lib, b.set_stream, "cublasSetStream_v2") &&
-               sym(lib, b.gemm_ex, "cublasGemmEx") && sym(cuda, b.ctx_push, "cuCtxPushCurrent_v2") &&
-               sym(cuda, b.ctx_pop, "cuCtxPopCurrent_v2") &&
-               sym(cuda, b.exchange_capture_mode, "cuThreadExchangeStreamCaptureMode");
+               sym(lib, b.gemm_ex, "cublasGemmEx");
     });
     return b;
 }
@@ -59,14 +50,6 @@ Cublas &cublas() {
 // so sharing one across streams would race.
 std::mutex handles_mutex;  // guards `handles`
 std::map<std::pair<void *, void *>, void *> handles;
-
-struct ContextScope {
-    explicit ContextScope(void *ctx) { cublas().ctx_push(ctx); }
-    ~ContextScope() {
-        void *popped = nullptr;
-        cublas().ctx_pop(&popped);
-    }
-};
 
 }  // namespace
 
@@ -78,14 +61,12 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
     if (!cb.ok) return fail(SCHEDX_ERR_NO_VARIANT, "cuBLAS (libcublas.so.13/.12) is not available");
     std::lock_guard<std::mutex> lock(handles_mutex);
     void *&handle = handles[{context, stream}];
-    ContextScope scope(context);
+    // cuBLAS uses the runtime API, which works in the current context; the first call on a
+    // stream creates its handle (an allocation) and may come during a graph capture.
+    CudaContextScope scope(context);
+    if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
     if (!handle) {
-        // The first call on a stream may come while it is captured into a CUDA graph;
-        // relaxed mode lets cublasCreate allocate there (as cuda_workspace does).
-        int mode = kCaptureModeRelaxed;
-        cb.exchange_capture_mode(&mode);
         int r = cb.create(&handle);
-        cb.exchange_capture_mode(&mode);
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
     }
     // Column-major view: c^T [n x m] = (b [k x n])^T * a^T [k x m].

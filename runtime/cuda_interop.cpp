@@ -184,30 +184,41 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream) 
     return std::unique_lock<std::mutex>(*in_use);
 }
 
+CudaContextScope::CudaContextScope(void *context) : capture_mode_(kCaptureModeRelaxed) {
+    Driver &d = driver();
+    ok_ = d.ok && d.cuCtxPushCurrent(context) == 0;
+    if (ok_) d.cuThreadExchangeStreamCaptureMode(&capture_mode_);
+}
+
+CudaContextScope::~CudaContextScope() {
+    if (!ok_) return;
+    Driver &d = driver();
+    d.cuThreadExchangeStreamCaptureMode(&capture_mode_);
+    void *popped = nullptr;
+    d.cuCtxPopCurrent(&popped);
+}
+
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr) {
     Driver &d = driver();
     if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
     std::lock_guard<std::mutex> lock(workspaces_mutex);
     StreamWorkspace &w = workspaces[{context, stream}];
     if (w.bytes < bytes) {
-        if (d.cuCtxPushCurrent(context) != 0) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
-        // The first call on a stream may come while it is being captured into a CUDA graph
-        // (torch.cuda.graph warms up on another stream): relaxed mode lets cuMemAlloc run
-        // there without invalidating the capture.
-        int mode = kCaptureModeRelaxed;
-        d.cuThreadExchangeStreamCaptureMode(&mode);
+        const size_t grown_bytes = std::max(bytes, 2 * w.bytes);
         uint64_t grown = 0;
-        const bool ok = d.cuMemAlloc(&grown, std::max(bytes, 2 * w.bytes)) == 0;
-        d.cuThreadExchangeStreamCaptureMode(&mode);
-        void *popped = nullptr;
-        d.cuCtxPopCurrent(&popped);
-        if (!ok) return fail(SCHEDX_ERR_KERNEL, "cannot allocate a " + std::to_string(bytes) + "-byte workspace");
+        {
+            CudaContextScope scope(context);
+            if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+            if (d.cuMemAlloc(&grown, grown_bytes) != 0) {
+                return fail(SCHEDX_ERR_KERNEL, "cannot allocate a " + std::to_string(grown_bytes) + "-byte workspace");
+            }
+        }
         // The old scratch is retired, not freed: queued work or a captured graph may still
         // use it, and freeing it safely would need a synchronization (illegal in a capture).
         // Doubling bounds what is retired by the size of the current scratch.
         if (w.scratch) w.retired.push_back(w.scratch);
         w.scratch = grown;
-        w.bytes = std::max(bytes, 2 * w.bytes);
+        w.bytes = grown_bytes;
     }
     *ptr = reinterpret_cast<void *>(w.scratch);
     return SCHEDX_OK;

@@ -35,15 +35,32 @@ bool is_known_device_pointer(const void *ptr);
 schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *ptr);
 void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf);
 
+// Makes `context` current on this thread for the scope (for driver calls, and for
+// runtime-API libraries such as cuBLAS), with stream capture relaxed: an allocation made
+// inside may come while a stream is captured into a CUDA graph (torch.cuda.graph warms up
+// on one stream and captures on another) without invalidating the capture.
+class CudaContextScope {
+public:
+    explicit CudaContextScope(void *context);
+    ~CudaContextScope();
+    CudaContextScope(const CudaContextScope &) = delete;
+    CudaContextScope &operator=(const CudaContextScope &) = delete;
+    bool ok() const { return ok_; }
+
+private:
+    bool ok_ = false;
+    int capture_mode_;
+};
+
 // Held by a caller across everything it enqueues that uses the (context, stream)
-// workspace: two host threads on one stream would otherwise interleave their launches,
-// or one would free a workspace the other is still enqueueing work on.
+// workspace: two host threads on one stream would otherwise interleave their launches
+// and share one scratch between two calls in flight.
 std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 
 // Device scratch for one (context, stream): at least `bytes`, 256-byte aligned. Cached
-// per device and stream, grown on demand (doubling; an outgrown scratch is kept, since a
-// captured CUDA graph may hold its address) and never freed (no allocation per call once
-// warm; a first call may come during a graph capture). Calls on one stream run in order, so reusing the scratch is race-free under
+// per device and stream, grown on demand by doubling and never freed: no allocation per
+// call once warm, and an outgrown scratch stays valid for a CUDA graph that captured it.
+// Calls on one stream run in order, so reusing the scratch is race-free under
 // lock_stream_workspace; two streams get two scratches because their calls may overlap.
 // Used by the large-M w8_linear path (dequantized W, GEMM result) and by the tiled
 // cast_transpose variants with fused amax (one value per tile).

@@ -72,9 +72,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
-    // The in-place rescale moves 8-output vectors and adds no bias (a bias after the GEMM's
-    // rounding would round a third time).
-    if (is_rescale_path(v) && (c.bias || !aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
+    // The in-place rescale moves 8-output vectors.
+    if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
     if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
@@ -86,14 +85,24 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
     const bool rescale = is_rescale_path(v);
-    const Variant *dequant = rescale ? nullptr : &v, *epilogue = rescale ? &v : nullptr;
-    for (const Variant &r : registry()) {
-        if (r.param("x_type") != v.param("x_type")) continue;
-        if (rescale && r.op == "w8_linear" && r.param("stage") == "dequantize") dequant = &r;
-        if (!rescale && r.op == "w8_linear_epilogue" && r.param("scale_type", "bf16") == scale_type &&
-            (r.param("with_bias") == "true") == (c.bias != nullptr)) {
-            epilogue = &r;
-        }
+    const std::string_view x_type = v.param("x_type");
+    // The other stage's variant, looked up once per kind (candidates memoises by key).
+    const Variant *dequant = &v, *epilogue = &v;
+    if (rescale) {
+        const auto &found = candidates("w8_linear", Device::cuda, "dequantize:" + std::string(x_type),
+                                       [&](const Variant &r) {
+                                           return r.param("stage") == "dequantize" && r.param("x_type") == x_type;
+                                       });
+        dequant = found.empty() ? nullptr : found.front();
+    } else {
+        const bool bias = c.bias != nullptr;
+        const auto &found = candidates(
+            "w8_linear_epilogue", Device::cuda, std::string(x_type) + "*" + scale_type + (bias ? "+bias" : ""),
+            [&](const Variant &r) {
+                return r.param("x_type") == x_type && r.param("scale_type", "bf16") == scale_type &&
+                       (r.param("with_bias") == "true") == bias;
+            });
+        epilogue = found.empty() ? nullptr : found.front();
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
@@ -165,9 +174,10 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
         // The dequantize path leaves scale and bias to its epilogue, so it serves every
-        // kind; the rescale one reads scales of its type (and refuses a bias in can_run).
+        // kind; the rescale one reads scales of its type and adds no bias (a bias after
+        // the GEMM's rounding would round a third time).
         if (v.param("x_type") != x_type) return false;
-        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type;
+        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
         return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });

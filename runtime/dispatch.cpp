@@ -1,5 +1,6 @@
 #include "dispatch.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -33,7 +34,8 @@ thread_local std::map<std::string, DispatchTrace> last_choice;
 }  // namespace
 
 RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
-                               const std::function<bool(const Variant &)> &can_run) {
+                               const std::function<bool(const Variant &)> &can_run,
+                               const std::function<bool(const Variant &)> &demote) {
     using List = std::vector<const Variant *>;
     static std::mutex mutex;
     static std::map<std::pair<const void *, RunKey>, std::shared_ptr<const List>> cache;
@@ -47,6 +49,7 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
     for (const Variant *v : candidates) {
         if (can_run(*v)) runnable->push_back(v);
     }
+    if (demote) std::stable_partition(runnable->begin(), runnable->end(), [&](const Variant *v) { return !demote(*v); });
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes
     cache.emplace(cache_key, runnable);

@@ -37,11 +37,14 @@ const DispatchTrace *last_dispatch(const std::string &op);
 // must decide every can_run answer (shape, leading dimensions, alignment bits): checking
 // each variant's parameters, and the bounds queries of autoscheduled ones, on every call
 // was most of the host time of a small call.
+// Variants for which `demote` holds go after the others (the untuned preference for calls
+// where they are known to lose; the tuning database still measures and may pick them).
 // Shared, not copied: the list is read on every call.
 using RunKey = std::array<int64_t, 12>;
 using RunnableList = std::shared_ptr<const std::vector<const Variant *>>;
 RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
-                               const std::function<bool(const Variant &)> &can_run);
+                               const std::function<bool(const Variant &)> &can_run,
+                               const std::function<bool(const Variant &)> &demote = nullptr);
 
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as

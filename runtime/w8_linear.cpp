@@ -1,5 +1,6 @@
 // schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
 // or dequantize + cuBLAS + epilogue or in-place rescale for the large-M path).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,9 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
 }
 
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
-// batch a small-batch variant holds or computes, the generated bounds of autoscheduled variants), so
-// exploration measures every candidate; cuBLAS from M = 17, where the fused kernels
-// stop (the crossover among them is the tuning database's to find).
+// batch a small-batch variant holds or computes, the generated bounds of autoscheduled
+// variants), so exploration measures every candidate; cuBLAS from M = 2, so that the
+// crossover with the small-batch kernels is measured, not assumed.
 bool can_run(const Variant &v, const W8LinearCall &c) {
     if (!v.param("autoscheduler").empty()) {
         // Autoscheduled: the shapes its generated bounds accept.
@@ -75,13 +76,31 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // The in-place rescale moves 8-output vectors.
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
-    if (is_cublas_path(v)) return c.m > 16 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    if (is_cublas_path(v)) return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     return true;
+}
+
+// Untuned dispatch puts the cuBLAS path behind the general kernel for small work: its
+// three launches cost ~10 us, the general kernel's rate (H200: 615 us for M = 16,
+// N = K = 8192) is that much below about 2^24 multiply-adds.
+bool cublas_loses_untuned(const Variant &v, const W8LinearCall &c) {
+    return is_cublas_path(v) && c.m * c.n * c.k < (int64_t(1) << 24);
+}
+
+// Rows of W that one dequantize + GEMM step takes: all of them, or (l2_chunk_mib) as many
+// as fill that many MiB in x's dtype, so that the GEMM reads them back from L2 instead of
+// HBM and the next step overwrites them there (a multiple of 64 rows keeps y's column
+// offset 16-byte aligned for the rescale).
+int64_t chunk_rows(const Variant &v, const W8LinearCall &c) {
+    const int64_t mib = v.param_int("l2_chunk_mib", 0);
+    if (mib <= 0) return c.n;
+    return std::min(c.n, std::max<int64_t>(64, (mib << 20) / (2 * c.k) / 64 * 64));
 }
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
-// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place. With
+// l2_chunk_mib, W goes through in N-chunks (dequantize, GEMM, next chunk).
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
     const bool rescale = is_rescale_path(v);
@@ -106,23 +125,30 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
-    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
+    const int64_t chunk = chunk_rows(v, c);
+    const size_t w_bytes = ((size_t(chunk) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
     if ((s = cuda_workspace(ctx, stream, w_bytes + (rescale ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
-    {
+    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+    for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
+        const int64_t rows = std::min(chunk, c.n - n0);
         PipelineCall call(*dequant, stream, ctx);
-        call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
-        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
+        call.bind_matrix("w", c.w + n0 * c.ldw, rows, c.k, c.ldw, 1);
+        call.bind_matrix("w_out", ws, rows, c.k, c.k, 2);
         if ((s = call.run())) return s;
+        if (rescale) {
+            void *y = static_cast<uint16_t *>(c.y) + n0;
+            s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, y, true, c.ldy, c.m, rows, c.k);
+        } else {
+            s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc + n0, false, c.n, c.m, rows, c.k);
+        }
+        if (s) return s;
     }
     PipelineCall call(*epilogue, stream, ctx);
     if (rescale) {
-        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", c.y, c.m, c.n, c.ldy, 2);
     } else {
-        float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
-        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     }
     bind_common(call, c);
@@ -182,7 +208,9 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
-    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
+    const auto runnable = runnable_variants(
+        candidates, key, [&](const Variant &v) { return can_run(v, c); },
+        [&](const Variant &v) { return cublas_loses_untuned(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);

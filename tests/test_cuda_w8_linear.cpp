@@ -63,7 +63,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 1000}) {
                 bool runs = true;
-                if (cublas) runs = m > 16 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
+                if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
@@ -71,8 +71,13 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
             }
         }
     }
-    // A prefill-sized cuBLAS call (the reference is computed once for all eight kinds).
-    if (cublas) out.push_back({300, 1000, 4096});
+    // A prefill-sized cuBLAS call (the reference is computed once for all eight kinds), and
+    // N = 2104 rows of K = 4096, which the L2-chunked variants take as 1024 + 1024 + 56 (8 MiB)
+    // or 2048 + 56 (16 MiB) rows: a short last chunk.
+    if (cublas) {
+        out.push_back({300, 1000, 4096});
+        out.push_back({17, 2104, 4096});
+    }
     return out;
 }
 
@@ -177,6 +182,19 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
         CHECK(check_w8(c).error == "");
         CHECK(schedule_of_last() == "cuda_general");
     }
+}
+
+TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned small batches, not for small work") {
+    REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
+    // x's rows 2 bytes off 16: no fused kernel runs it; 16 x 4096 x 4096 multiply-adds are
+    // far past the general kernel's break-even with cuBLAS's three launches.
+    W8Case big{16, 4096, 4096, 4097};
+    CHECK(check_w8(big).error == "");
+    const char *last = schedx_last_variant("w8_linear");
+    CHECK(std::string(last ? last : "none").find("cublas") != std::string::npos);
+    W8Case small{16, 64, 1008, 1009};
+    CHECK(check_w8(small).error == "");
+    CHECK(schedule_of_last() == "cuda_general");
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

@@ -18,10 +18,15 @@ constexpr int kOpN = 0, kOpT = 1;                        // CUBLAS_OP_N / _T
 constexpr int kR16F = 2, kR16BF = 14, kR32F = 0;         // CUDA_R_16F / _16BF / _32F
 constexpr int kCompute32F = 68;                          // CUBLAS_COMPUTE_32F
 constexpr int kGemmDefault = -1;                         // CUBLAS_GEMM_DEFAULT
+// CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: without it a
+// split-K GEMM with a 16-bit output sums its K-slices in 16 bits (seen on the H200 at
+// M <= 16: integer sums one ulp off), a rounding per slice instead of one at the end.
+constexpr int kMathExactReduction = 16;
 
 struct Cublas {
     int (*create)(void **);
     int (*set_stream)(void *, void *);
+    int (*set_math_mode)(void *, int);
     int (*gemm_ex)(void *, int, int, int, int, int, const void *, const void *, int, int, const void *, int, int,
                    const void *, void *, int, int, int, int);
     bool ok = false;
@@ -41,6 +46,7 @@ Cublas &cublas() {
             return fn != nullptr;
         };
         b.ok = sym(lib, b.create, "cublasCreate_v2") && sym(lib, b.set_stream, "cublasSetStream_v2") &&
+               sym(lib, b.set_math_mode, "cublasSetMathMode") &&
                sym(lib, b.gemm_ex, "cublasGemmEx");
     });
     return b;
@@ -68,11 +74,13 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
     if (!handle) {
         int r = cb.create(&handle);
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
+
     }
     // Column-major view: c^T [n x m] = (b [k x n])^T * a^T [k x m].
     const float alpha = 1.0f, beta = 0.0f;
     const int t = fp16 ? kR16F : kR16BF;
     int r = cb.set_stream(handle, stream);
+    if (r == 0) r = cb.set_math_mode(handle, kMathExactReduction);
     if (r == 0) {
         r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), &alpha, b, t, int(ldb), a, t, int(lda), &beta, c,
                        c_half ? t : kR32F, int(ldc), kCompute32F, kGemmDefault);

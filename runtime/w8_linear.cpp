@@ -1,6 +1,5 @@
 // schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
 // or dequantize + cuBLAS + epilogue or in-place rescale for the large-M path).
-#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -87,20 +86,9 @@ bool cublas_loses_untuned(const Variant &v, const W8LinearCall &c) {
     return is_cublas_path(v) && c.m * c.n * c.k < (int64_t(1) << 24);
 }
 
-// Rows of W that one dequantize + GEMM step takes: all of them, or (l2_chunk_mib) as many
-// as fill that many MiB in x's dtype, so that the GEMM reads them back from L2 instead of
-// HBM and the next step overwrites them there (a multiple of 64 rows keeps y's column
-// offset 16-byte aligned for the rescale).
-int64_t chunk_rows(const Variant &v, const W8LinearCall &c) {
-    const int64_t mib = v.param_int("l2_chunk_mib", 0);
-    if (mib <= 0) return c.n;
-    return std::min(c.n, std::max<int64_t>(64, (mib << 20) / (2 * c.k) / 64 * 64));
-}
-
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
-// the fused variants do), or (rescale) y written by the GEMM and scaled in place. With
-// l2_chunk_mib, W goes through in N-chunks (dequantize, GEMM, next chunk).
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
     const bool rescale = is_rescale_path(v);
@@ -125,30 +113,23 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
-    const int64_t chunk = chunk_rows(v, c);
-    const size_t w_bytes = ((size_t(chunk) * size_t(c.k) * 2 + 255) / 256) * 256;
+    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
     if ((s = cuda_workspace(ctx, stream, w_bytes + (rescale ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
-    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
-    for (int64_t n0 = 0; n0 < c.n; n0 += chunk) {
-        const int64_t rows = std::min(chunk, c.n - n0);
+    {
         PipelineCall call(*dequant, stream, ctx);
-        call.bind_matrix("w", c.w + n0 * c.ldw, rows, c.k, c.ldw, 1);
-        call.bind_matrix("w_out", ws, rows, c.k, c.k, 2);
+        call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
         if ((s = call.run())) return s;
-        if (rescale) {
-            void *y = static_cast<uint16_t *>(c.y) + n0;
-            s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, y, true, c.ldy, c.m, rows, c.k);
-        } else {
-            s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc + n0, false, c.n, c.m, rows, c.k);
-        }
-        if (s) return s;
     }
     PipelineCall call(*epilogue, stream, ctx);
     if (rescale) {
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", c.y, c.m, c.n, c.ldy, 2);
     } else {
+        float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     }
     bind_common(call, c);

@@ -74,7 +74,6 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
     if (!handle) {
         int r = cb.create(&handle);
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
-
     }
     // Column-major view: c^T [n x m] = (b [k x n])^T * a^T [k x m].
     const float alpha = 1.0f, beta = 0.0f;

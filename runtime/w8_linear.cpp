@@ -54,6 +54,11 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
     bind_common(call, c);
 }
 
+// Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
+bool cublas_fits(const W8LinearCall &c) {
+    return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+}
+
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
 // batch a small-batch variant holds or computes, the generated bounds of autoscheduled
 // variants), so exploration measures every candidate; cuBLAS from M = 2, so that the
@@ -74,16 +79,19 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
     // The in-place rescale moves 8-output vectors.
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
-    // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
-    if (is_cublas_path(v)) return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    if (is_cublas_path(v)) return cublas_fits(c);
     return true;
 }
 
-// Untuned dispatch puts the cuBLAS path behind the general kernel for small work: its
-// three launches cost ~10 us, the general kernel's rate (H200: 615 us for M = 16,
-// N = K = 8192) is that much below about 2^24 multiply-adds.
-bool cublas_loses_untuned(const Variant &v, const W8LinearCall &c) {
-    return is_cublas_path(v) && c.m * c.n * c.k < (int64_t(1) << 24);
+// Untuned preference, from the H200's measurements: the cuBLAS path goes behind the
+// general kernel for small work (its three launches cost ~10 us, which the general
+// kernel's rate, 615 us at M = 16 and N = K = 8192, matches near 2^24 multiply-adds), and
+// ahead of the small-batch kernels above M = 8 (M = 16, N = K = 8192: 96 against 158 us;
+// M = 8: 95.7 against 89.7).
+bool loses_untuned(const Variant &v, const W8LinearCall &c) {
+    const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
+    if (is_cublas_path(v)) return !large;
+    return v.param("schedule") == "cuda_smallbatch" && c.m > 8 && large && cublas_fits(c);
 }
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
@@ -191,7 +199,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
     const auto runnable = runnable_variants(
         candidates, key, [&](const Variant &v) { return can_run(v, c); },
-        [&](const Variant &v) { return cublas_loses_untuned(v, c); });
+        [&](const Variant &v) { return loses_untuned(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);

@@ -249,7 +249,8 @@ private:
     // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-02_h200_203fc7b.md):
     // M = 1 gemv_r2w8 21.6 us (73% of a 1 GiB copy's bandwidth; 4 columns per warp 23.2,
     // 2 words per lane 28.7), M = 2 b2_r4w4 27.0, M = 4 b4_r2w4 41.6, M = 8 b8_r1w2 91.1,
-    // M = 16 b16_r2w2 160 us. Lanes keep one scalar sum per output: with a 2-wide float
+    // M = 16 b16_r2w2 160 us (the cuBLAS path, 96 us, takes M = 16; at M = 8 it is
+    // 96.0 against 89.9: bench/results/gpu_checks_2026-12-02_h200_3e91a05.md). Lanes keep one scalar sum per output: with a 2-wide float
     // vector per lane (the first version) every step paid packing moves and the end
     // LW times the shuffles (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is
     // instruction-bound: 2M FMAs per weight byte plus 3 instructions per weight to convert

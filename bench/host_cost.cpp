@@ -1,10 +1,13 @@
 // Host-side cost of one schedx C ABI call on CUDA (issue 5's target: at most 5 us),
-// next to the floors it cannot beat in the same process: one cudaMemsetAsync (a driver
-// launch) and one cudaPointerGetAttributes (the device-pointer check schedx makes).
+// next to the floors it cannot beat in the same process: a driver launch of an empty
+// kernel (bare, with Halide's 24 or so parameters, and inside the context push/pop that
+// Halide's runtime makes around each launch), one cudaMemsetAsync and one
+// cudaPointerGetAttributes (the device-pointer check schedx makes per pointer).
 // Calls go back to back on a tiny shape without synchronizing inside a timed batch.
 // With --profile, a SIGPROF sampler (the GPU machine has no perf) prints where the host
 // time of the cast_transpose call goes, by function, inclusive of callees.
 // Usage: schedx-host-cost [iterations] [--profile]
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -26,6 +29,18 @@
 #include "schedx/schedx.h"
 
 namespace {
+
+// Empty kernels, loaded from PTX like Halide's (the driver JIT-compiles it at load).
+constexpr const char *kEmptyPtx = R"(.version 7.0
+.target sm_80
+.address_size 64
+.visible .entry empty1(.param .u64 p0) { ret; }
+.visible .entry empty24(.param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3, .param .u64 p4,
+  .param .u64 p5, .param .u64 p6, .param .u64 p7, .param .u64 p8, .param .u64 p9, .param .u64 p10,
+  .param .u64 p11, .param .u64 p12, .param .u64 p13, .param .u64 p14, .param .u64 p15, .param .u64 p16,
+  .param .u64 p17, .param .u64 p18, .param .u64 p19, .param .u64 p20, .param .u64 p21, .param .u64 p22,
+  .param .u64 p23) { ret; }
+)";
 
 void check(bool ok, const char *what) {
     if (!ok) {
@@ -144,7 +159,31 @@ int main(int argc, char **argv) {
     cast(nullptr, nullptr);
     gemv();
     cudaPointerAttributes attrs{};
+    CUmodule module = nullptr;
+    CUfunction empty1 = nullptr, empty24 = nullptr;
+    CUcontext primary = nullptr;
+    check(cuModuleLoadData(&module, kEmptyPtx) == CUDA_SUCCESS &&
+              cuModuleGetFunction(&empty1, module, "empty1") == CUDA_SUCCESS &&
+              cuModuleGetFunction(&empty24, module, "empty24") == CUDA_SUCCESS && cuCtxGetCurrent(&primary) == CUDA_SUCCESS,
+          "loading the empty kernels");
+    uint64_t params[24] = {};
+    void *param_ptrs[24];
+    for (int i = 0; i < 24; i++) param_ptrs[i] = &params[i];
+    auto launch = [&](CUfunction f) {
+        cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, reinterpret_cast<CUstream>(stream), param_ptrs, nullptr);
+    };
     std::printf("| call | host us per call |\n|---|---|\n");
+    std::printf("| cuLaunchKernel, empty kernel, 1 parameter | %.2f |\n",
+                host_us_per_call(iterations, [&] { launch(empty1); }));
+    std::printf("| cuLaunchKernel, empty kernel, 24 parameters | %.2f |\n",
+                host_us_per_call(iterations, [&] { launch(empty24); }));
+    std::printf("| same inside cuCtxPushCurrent / cuCtxPopCurrent (as Halide's runtime) | %.2f |\n",
+                host_us_per_call(iterations, [&] {
+                    CUcontext popped;
+                    cuCtxPushCurrent(primary);
+                    launch(empty24);
+                    cuCtxPopCurrent(&popped);
+                }));
     std::printf("| cudaMemsetAsync 4 bytes (one launch) | %.2f |\n",
                 host_us_per_call(iterations, [&] { cudaMemsetAsync(scale_inv, 0, 4, stream); }));
     std::printf("| cudaPointerGetAttributes | %.2f |\n",

@@ -153,8 +153,8 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
 
 TEST_CASE("dispatch runs ragged shapes on the general variant") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
-    // K off the fast paths' steps, odd row pitches of x or W, and (for M > 16) K not a
-    // multiple of 16, which the cuBLAS path needs.
+    // K off the fast paths' steps, odd row pitches of x or W, and (for M >= 2) K not a
+    // multiple of 16, which the cuBLAS path needs, or work below its break-even.
     const W8Case cases[] = {
         {5, 64, 1000},
         {1, 64, 4096, 4097},

@@ -98,12 +98,15 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * x is [M][ldx] of x_dtype (bf16 or fp16); w is int8 [N][ldw]; scales and bias (NULL for
  * none) are [N] of scales_dtype (bf16 or fp32); y is [M][ldy] of x_dtype. Products are
  * summed in fp32, the scale is applied once per output and y is rounded to nearest-even
- * once (PyTorch's F.linear(x, W.to(x.dtype)) * scales rounds after the matmul too).
- * Fast paths are chosen by shape when x and w are 16-byte aligned with 16-byte-multiple
- * row pitches and K is a multiple of 256 or 512: M = 1 (GEMV), M <= 16 (small batch),
- * M > 16 on CUDA with cuBLAS present (Halide dequantizes W into a workspace cached per
- * device and stream, grown on demand and never freed, then cuBLAS multiplies); every
- * other call runs the general variant. */
+ * once; the cuBLAS path without bias rounds twice, after the matmul and after the scale,
+ * as PyTorch's F.linear(x, W.to(x.dtype)) * scales does.
+ * Fast paths when x and w are 16-byte aligned with 16-byte-multiple row pitches and K is
+ * a multiple of 256 or 512: M = 1 (GEMV) and M <= 16 (small batch); on CUDA with cuBLAS
+ * present, from M = 2 (K a multiple of 16, only w aligned) Halide dequantizes W into a
+ * workspace cached per device and stream (grown on demand, never freed) and cuBLAS
+ * multiplies. The tuning database picks among them per shape; without a record, cuBLAS
+ * takes M > 8 when M*N*K >= 2^24 (where it measured faster). Every other call runs the
+ * general variant. */
 schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const int8_t *w,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,
                                const void *bias, void *y, int64_t ldy, schedx_device device, void *stream);

@@ -5,6 +5,8 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch]   (default: all)
+# COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
+# 330 s so that the step alone fits one 600 s device call.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-gpu_out}
@@ -53,7 +55,7 @@ for step in $steps; do
       build/bench/schedx-host-cost 20000 --profile > "$out/host_cost_profile.txt" 2>&1 || rc=1 ;;
     torch)
       (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
-         python3 compare_torch.py --quick --commit "$commit" --out "$out/compare_torch.md" \
+         python3 compare_torch.py $([ -n "${COMPARE_FULL:-}" ] && echo --budget 330 || echo --quick) --commit "$commit" --out "$out/compare_torch.md" \
          > "$out/compare_torch.log" 2>&1) || rc=1
       tail -n 5 "$out/compare_torch.log" ;;
     *) echo "unknown step $step"; rc=2 ;;

@@ -38,12 +38,19 @@ public:
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
     GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch: rows of x per warp; cpu: per pass
     GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
+    // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as load_words/4
+    // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
+    // bytes (false: one contiguous run per lane, 4 * load_words bytes apart).
+    GeneratorParam<bool> coalesced{"coalesced", false};
 
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
         const std::string s = sched;
         word_io = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk" || s == "cuda_words";
+        if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
+            throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words 4, 8, 12, ...");
+        }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
         switch (stage) {
@@ -79,13 +86,19 @@ public:
             // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
             // their results are never stored.
             Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
-            if (word_io) {
+            if (coalesced) {
+                // Element kv of lane l's 16 in 512-element group c, k = (c*32 + l)*16 + kv:
+                // indexed by (kv, l, c), a lane's words of one step are a dense box.
+                w_rows(kv, l, c, n) = (*w)((c * 32 + l) * 4 + kv, nc);
+                wf_lane(kv, l, c, n) = schedx::int8_bits_to_float(
+                    (w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8)) & schedx::u32(0xFF));
+            } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
                 wbits(k, n) = (w_rows(k / 4, n) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
             } else {
                 wbits(k, n) = cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc)));
             }
-            wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
+            if (!coalesced) wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
         if (stage == Stage::dequantize) {
             if (word_io) {
@@ -105,20 +118,32 @@ public:
         } else {
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
-                if (word_io) {
+                if (coalesced) {  // as w_rows: the 8 words of x that meet a lane's 4 W words
+                    x_rows(kv, l, c, m) = (*x)((c * 32 + l) * 8 + kv, mc);
+                    xf_lane(kv, l, c, m) = schedx::decode_to_float(
+                        (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
+                } else if (word_io) {
                     x_rows(k, m) = (*x)(k, mc);  // k counts words here
                     xbits(k, m) = (x_rows(k / 2, m) >> (cast<uint32_t>(k % 2) * 16)) & schedx::u32(0xFFFF);
                 } else {
                     xbits(k, m) = cast<uint32_t>((*x)(k, mc));
                 }
-                xf(k, m) = schedx::decode_to_float(xbits(k, m), x_type);
                 // Word schedules take K in whole steps (asserted by constrain_words);
                 // saying so in the extent lets their splits of r be exact.
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
-                r = RDom(0, kk, "r");
                 acc(n, m) = 0.0f;
-                acc(n, m) += xf(r, m) * wf(r, n);
+                if (coalesced) {
+                    // The reduction runs over (kv, lane, group) itself, so that each lane's
+                    // index is a loop variable, not (k / 16) % 32, whose bounds Halide
+                    // would take as all 32 lanes.
+                    r = RDom({{0, 16}, {0, 32}, {0, kk / 512}}, "r");
+                    acc(n, m) += xf_lane(r.x, r.y, r.z, m) * wf_lane(r.x, r.y, r.z, n);
+                } else {
+                    xf(k, m) = schedx::decode_to_float(xbits(k, m), x_type);
+                    r = RDom(0, kk, "r");
+                    acc(n, m) += xf(r, m) * wf(r, n);
+                }
             } else {
                 acc(n, m) = (*acc_in)(n, m);
             }
@@ -162,6 +187,7 @@ public:
     }
 
 private:
+    Var kv{"kv"}, l{"l"}, c{"c"};  // coalesced layout: word in vector, lane, 512-element group
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
     bool word_io = false;
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
@@ -171,6 +197,7 @@ private:
     // B rows is a constant-size register array even at the edges (a guarded row count
     // put the staging arrays in local memory).
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
+    Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the coalesced layout's wf and xf
     RDom r;
 
     // K elements per step of the word schedules' reduction (1: any K).
@@ -258,6 +285,10 @@ private:
     // beat fewer x conversions. M = 1 is one wave of 1024 blocks with 8 K-steps per warp
     // (ncu: 37% occupancy achieved, 40% of stalls on L1TEX); more loads per step did not
     // help (16 words per lane: r2w16 31.4, r4w16 28.3 us), nor 8-warp blocks (r2w8 21.8).
+    // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
+    // reads only half or a quarter of every sector it touches; `coalesced` variants lay a
+    // lane's vectors 512 bytes apart instead (ptxas: r2w8 40 registers and 560 SASS
+    // instructions against 48 and 952). Not yet run on the H200.
     // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
     // register array: constant extents (the guarded K split hides that a step is whole;
     // bound_extent restates it), one vector load per row.
@@ -287,17 +318,26 @@ private:
             .gpu_blocks(no, mo)
             .gpu_threads(nl, nw);
 
-        RVar ro("ro"), rl("rl"), rw("rw");
-        Func intm = acc.update()
-                        .split(r, ro, rl, k_step(), TailStrategy::GuardWithIf)
-                        .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
-                        .rfactor(rl, u);
+        RVar ro("ro"), rl("rl"), rw("rw"), rj("rj");
+        // A lane's elements of a step: 4*LW in a row, or (coalesced) LW/4 runs of 16 that
+        // are 512 apart (groups r.z of one step).
+        Func intm = coalesced ? acc.update().split(r.z, ro, rj, LW / 4).rfactor(r.y, u)
+                              : acc.update()
+                                    .split(r, ro, rl, k_step(), TailStrategy::GuardWithIf)
+                                    .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
+                                    .rfactor(rl, u);
         // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
         // so the accumulators are a fixed set of registers: one per output and lane. A lane
         // sums its 4*LW elements in place, so the cross-lane step shuffles R*B values (it
         // shuffled R*B*LW when the lane kept LW partials in a vector, and the 2-wide
         // float vectors cost packing moves in every step).
         intm.compute_at(*y, nw).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m).gpu_lanes(u);
+        if (coalesced) {
+            intm.update().reorder(m, n, r.x, rj, ro, u).unroll(m).unroll(n).unroll(r.x).unroll(rj).gpu_lanes(u);
+            stage_vectors_in_registers(w_rows, intm, ro, 4, LW / 4, n, R);
+            stage_vectors_in_registers(x_rows, intm, ro, 8, LW / 4, m, B);
+            return;
+        }
         intm.update()
             .reorder(m, n, rw, ro, u)  // the R*B independent chains interleave
             .unroll(m)
@@ -307,6 +347,22 @@ private:
         // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
         stage_in_registers(w_rows, intm, ro, LW, n, R);
         stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);
+    }
+
+    // The coalesced layout's per-lane tile (words, 1 lane, groups, rows) as a register array.
+    void stage_vectors_in_registers(Func rows, Func intm, RVar ro, int words, int groups, Var row, int count) {
+        Var kw("kw");
+        rows.compute_at(intm, ro)
+            .store_in(MemoryType::Register)
+            .bound_extent(kv, words)
+            .bound_extent(l, 1)
+            .bound_extent(c, groups)
+            .bound_extent(row, count)
+            .split(kv, kv, kw, 4)
+            .vectorize(kw)
+            .unroll(kv)
+            .unroll(c)
+            .unroll(row);
     }
 
     // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU. Here

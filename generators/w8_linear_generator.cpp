@@ -49,7 +49,8 @@ public:
         const std::string s = sched;
         word_io = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk" || s == "cuda_words";
         if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
-            throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words 4, 8, 12, ...");
+            throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
+                                        "a multiple of 4");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -277,7 +278,8 @@ private:
     // M = 1 gemv_r2w8 21.6 us (73% of a 1 GiB copy's bandwidth; 4 columns per warp 23.2,
     // 2 words per lane 28.7), M = 2 b2_r4w4 27.0, M = 4 b4_r2w4 41.6, M = 8 b8_r1w2 91.1,
     // M = 16 b16_r2w2 160 us (the cuBLAS path, 96 us, takes M = 16; at M = 8 it is
-    // 96.0 against 89.9: bench/results/gpu_checks_2026-12-02_h200_3e91a05.md). Lanes keep one scalar sum per output: with a 2-wide float
+    // 96.0 against 89.9: bench/results/gpu_checks_2026-12-02_h200_3e91a05.md). Lanes keep
+    // one scalar sum per output: with a 2-wide float
     // vector per lane (the first version) every step paid packing moves and the end
     // LW times the shuffles (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is
     // instruction-bound: 2M FMAs per weight byte plus 3 instructions per weight to convert
@@ -287,8 +289,8 @@ private:
     // help (16 words per lane: r2w16 31.4, r4w16 28.3 us), nor 8-warp blocks (r2w8 21.8).
     // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
     // reads only half or a quarter of every sector it touches; `coalesced` variants lay a
-    // lane's vectors 512 bytes apart instead (ptxas: r2w8 40 registers and 560 SASS
-    // instructions against 48 and 952). Not yet run on the H200.
+    // lane's vectors 512 bytes apart instead (ptxas: r2w8 40 registers against 48, the
+    // loop body about as long). Not yet run on the H200.
     // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
     // register array: constant extents (the guarded K split hides that a step is whole;
     // bound_extent restates it), one vector load per row.

@@ -49,7 +49,9 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
     for (const Variant *v : candidates) {
         if (can_run(*v)) runnable->push_back(v);
     }
-    if (demote) std::stable_partition(runnable->begin(), runnable->end(), [&](const Variant *v) { return !demote(*v); });
+    if (demote) {
+        std::stable_partition(runnable->begin(), runnable->end(), [&](const Variant *v) { return !demote(*v); });
+    }
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes
     cache.emplace(cache_key, runnable);

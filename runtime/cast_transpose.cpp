@@ -62,16 +62,16 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
 }
 
 schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
-    for (const Variant &v : registry()) {
-        if (v.op != "abs_max" || v.device != device || v.param("in_type") != in_type) continue;
-        PipelineCall call(v, stream, ctx);
-        call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
-        call.bind_scalar_buffer("scale", c.scale);
-        call.bind_scalar_buffer("amax", c.amax);
-        call.bind_scalar_buffer("scale_inv", c.scale_inv);
-        return call.run();
-    }
-    return fail(SCHEDX_ERR_NO_VARIANT, std::string("no abs_max variant for ") + in_type);
+    // Looked up once per dtype and device (candidates memoises by key), not per call.
+    const auto &found =
+        candidates("abs_max", device, in_type, [&](const Variant &v) { return v.param("in_type") == in_type; });
+    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no abs_max variant for ") + in_type);
+    PipelineCall call(*found.front(), stream, ctx);
+    call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
+    call.bind_scalar_buffer("scale", c.scale);
+    call.bind_scalar_buffer("amax", c.amax);
+    call.bind_scalar_buffer("scale_inv", c.scale_inv);
+    return call.run();
 }
 
 }  // namespace

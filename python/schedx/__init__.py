@@ -44,13 +44,14 @@ class _Array:
             self.kind = "torch"
             self.dtype = _torch_dtypes(torch).get(obj.dtype) if expect is None else obj.dtype
             self.shape = tuple(obj.shape)
-            self.strides = tuple(obj.stride())
+            self.strides = obj.stride()
             self.ptr = obj.data_ptr()
-            self.torch_device = obj.device
-            if obj.device.type == "cuda":
-                self.device = _capi.DEVICE_CUDA
-            elif obj.device.type == "cpu":
-                self.device = _capi.DEVICE_CPU
+            # The device as an int index ("cpu" for the host): Tensor.device builds a new
+            # torch.device object on every access, a measurable part of a call's host time.
+            if obj.is_cuda:
+                self.device, self.torch_device = _capi.DEVICE_CUDA, obj.get_device()
+            elif obj.is_cpu:
+                self.device, self.torch_device = _capi.DEVICE_CPU, "cpu"
             else:
                 raise _error(Status.ERR_BAD_DEVICE, f"{name} is on {obj.device}; schedx runs on cuda and cpu")
         elif np is not None and isinstance(obj, np.ndarray):
@@ -100,8 +101,8 @@ class _Array:
             raise _error(Status.ERR_POINTER_DEVICE, f"{name} is a {self.kind} array but {other_name} is a "
                          f"{other.kind} array")
         if self.kind == "torch" and self.torch_device != other.torch_device:
-            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is on {self.torch_device} but {other_name} is on "
-                         f"{other.torch_device}")
+            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is on {self.obj.device} but {other_name} is on "
+                         f"{other.obj.device}")
 
 
 _dtype_maps = {}
@@ -129,12 +130,11 @@ def _stream(a):
     (part of the host cost of a call that issue 5 bounds); older torch falls back."""
     if a.device != _capi.DEVICE_CUDA:
         return None
-    import torch
+    torch = sys.modules["torch"]
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if raw is None:
         return torch.cuda.current_stream(a.torch_device).cuda_stream
-    index = a.torch_device.index
-    return raw(torch.cuda.current_device() if index is None else index)
+    return raw(a.torch_device)
 
 
 def _named_dtype(like, name):

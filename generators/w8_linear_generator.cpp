@@ -42,6 +42,13 @@ public:
     // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
     // bytes (false: one contiguous run per lane, 4 * load_words bytes apart).
     GeneratorParam<bool> coalesced{"coalesced", false};
+    // coalesced: columns sharing a warp's lanes. 1: all 32 lanes split K and the warp owns
+    // rows_per_warp columns; C: 32/C lanes split K for each of C groups of rows_per_warp
+    // columns, so that C lanes read each x value and an x load is C times fewer bytes.
+    GeneratorParam<int> lane_cols{"lane_cols", 1};
+    // How int8 becomes float: the float bit trick (three integer/FP32 instructions) or the
+    // int-to-float instruction (one, on a quarter-rate pipe beside the FMAs).
+    GeneratorParam<bool> w_i2f{"w_i2f", false};
 
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
@@ -51,6 +58,9 @@ public:
         if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
             throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
+        }
+        if (lane_cols != 1 && (!coalesced || lane_cols < 1 || 32 % lane_cols != 0)) {
+            throw std::invalid_argument("lane_cols takes coalesced=true and divides 32");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -90,9 +100,10 @@ public:
             if (coalesced) {
                 // Element kv of lane l's 16 in 512-element group c, k = (c*32 + l)*16 + kv:
                 // indexed by (kv, l, c), a lane's words of one step are a dense box.
-                w_rows(kv, l, c, n) = (*w)((c * 32 + l) * 4 + kv, nc);
-                wf_lane(kv, l, c, n) = schedx::int8_bits_to_float(
-                    (w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8)) & schedx::u32(0xFF));
+                w_rows(kv, l, c, n) = (*w)((c * k_lanes() + l) * 4 + kv, nc);
+                Expr word = w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8);
+                wf_lane(kv, l, c, n) = w_i2f ? cast<float>(cast<int8_t>(word))
+                                             : schedx::int8_bits_to_float(word & schedx::u32(0xFF));
             } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
                 wbits(k, n) = (w_rows(k / 4, n) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
@@ -120,7 +131,7 @@ public:
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
                 if (coalesced) {  // as w_rows: the 8 words of x that meet a lane's 4 W words
-                    x_rows(kv, l, c, m) = (*x)((c * 32 + l) * 8 + kv, mc);
+                    x_rows(kv, l, c, m) = (*x)((c * k_lanes() + l) * 8 + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
                         (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
                 } else if (word_io) {
@@ -134,7 +145,19 @@ public:
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
                 acc(n, m) = 0.0f;
-                if (coalesced) {
+                if (lane_cols > 1) {
+                    // Thread (qk, qc) of warp tile tw sums K slice qk of column tw*T + qc*R + j
+                    // (two thread dimensions, not one lane index split by % and /, whose
+                    // bounds Halide takes as every lane); the LK slices meet in acc.
+                    const int LK = k_lanes(), R = rows_per_warp, T = R * lane_cols;
+                    rk = RDom({{0, 16}, {0, kk / (16 * LK)}}, "rk");
+                    lane_sum(qk, qc, j, m, tw) = 0.0f;
+                    lane_sum(qk, qc, j, m, tw) +=
+                        xf_lane(rk.x, qk, rk.y, m) * wf_lane(rk.x, qk, rk.y, tw * T + qc * R + j);
+                    partial(qk, qc, j, m, tw) = lane_sum(qk, qc, j, m, tw);
+                    RDom rq(0, LK, "rq");
+                    acc(n, m) += partial(rq, (n % T) / R, n % R, m, n / T);
+                } else if (coalesced) {
                     // The reduction runs over (kv, lane, group) itself, so that each lane's
                     // index is a loop variable, not (k / 16) % 32, whose bounds Halide
                     // would take as all 32 lanes.
@@ -199,13 +222,20 @@ private:
     // put the staging arrays in local memory).
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
     Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the coalesced layout's wf and xf
-    RDom r;
+    // lane_cols > 1: a thread's sums (registers) and the block's copy (shared memory),
+    // indexed by K slice, column group, column in group, row of x and warp tile.
+    Func lane_sum{"lane_sum"}, partial{"partial"};
+    Var qk{"qk"}, qc{"qc"}, j{"j"}, tw{"tw"};
+    RDom r, rk;
+
+    // Lanes that split one column's K (the coalesced layout's lanes per 512-element group).
+    int k_lanes() const { return 32 / lane_cols; }
 
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
         const std::string s = sched;
         if (stage != Stage::linear || !word_io) return 1;
-        return 32 * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
+        return k_lanes() * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
     }
 
     Expr scale_value(Expr e) {
@@ -308,8 +338,12 @@ private:
     }
 
     void schedule_cuda_warp_rows() {
-        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
+        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps, T = R * lane_cols;
         constrain_words();
+        if (lane_cols > 1) {
+            schedule_cuda_lane_cols();
+            return;
+        }
         y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
             .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
             .split(m, mo, mi, B, TailStrategy::GuardWithIf)
@@ -349,6 +383,44 @@ private:
         // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
         stage_in_registers(w_rows, intm, ro, LW, n, R);
         stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);
+    }
+
+    // lane_cols > 1: a block is WB warps of LK x lane_cols threads; thread (qk, qc) keeps
+    // R x B sums in registers over its K slice, the block meets in shared memory, and one
+    // thread per column adds the LK slices. Per step a warp's x load is lane_cols-fold
+    // broadcast: at M = 8 the one-column-group kernel is L1-bound (ncu, b8_r1w2: L1/TEX
+    // 96% of peak, DRAM 13%), its lanes loading B rows of x for every 4 W bytes.
+    void schedule_cuda_lane_cols() {
+        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps, T = R * lane_cols;
+        y->dim(0).set_min(0);  // warp tiles start at multiples of T (acc's n % T)
+        y->split(n, no, ni, T * WB, TailStrategy::GuardWithIf)
+            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
+            .reorder(mi, ni, no, mo)
+            .unroll(mi)
+            .gpu_blocks(no, mo)
+            .gpu_threads(ni);
+        partial.compute_at(*y, no)
+            .store_in(MemoryType::GPUShared)
+            .bound_extent(qk, k_lanes())
+            .bound_extent(qc, lane_cols)
+            .bound_extent(j, R)
+            .bound_extent(m, B)
+            .bound_extent(tw, WB)
+            .reorder(j, m, qk, qc, tw)
+            .unroll(j)
+            .unroll(m)
+            .gpu_threads(qk, qc, tw);
+        lane_sum.compute_at(partial, qk).store_in(MemoryType::Register).unroll(j).unroll(m);
+        RVar ro("ro"), rj("rj");
+        lane_sum.update()
+            .split(rk.y, ro, rj, LW / 4)
+            .reorder(m, j, rk.x, rj, ro)
+            .unroll(m)
+            .unroll(j)
+            .unroll(rk.x)
+            .unroll(rj);
+        stage_vectors_in_registers(w_rows, lane_sum, ro, 4, LW / 4, n, R);
+        stage_vectors_in_registers(x_rows, lane_sum, ro, 8, LW / 4, m, B);
     }
 
     // The coalesced layout's per-lane tile (words, 1 lane, groups, rows) as a register array.

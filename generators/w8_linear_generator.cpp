@@ -42,13 +42,6 @@ public:
     // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
     // bytes (false: one contiguous run per lane, 4 * load_words bytes apart).
     GeneratorParam<bool> coalesced{"coalesced", false};
-    // coalesced: columns sharing a warp's lanes. 1: all 32 lanes split K and the warp owns
-    // rows_per_warp columns; C: 32/C lanes split K for each of C groups of rows_per_warp
-    // columns, so that C lanes read each x value and an x load is C times fewer bytes.
-    GeneratorParam<int> lane_cols{"lane_cols", 1};
-    // How int8 becomes float: the float bit trick (three integer/FP32 instructions) or the
-    // int-to-float instruction (one, on a quarter-rate pipe beside the FMAs).
-    GeneratorParam<bool> w_i2f{"w_i2f", false};
 
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
@@ -58,9 +51,6 @@ public:
         if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
             throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
-        }
-        if (lane_cols != 1 && (!coalesced || lane_cols < 1 || 32 % lane_cols != 0)) {
-            throw std::invalid_argument("lane_cols takes coalesced=true and divides 32");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -100,10 +90,9 @@ public:
             if (coalesced) {
                 // Element kv of lane l's 16 in 512-element group c, k = (c*32 + l)*16 + kv:
                 // indexed by (kv, l, c), a lane's words of one step are a dense box.
-                w_rows(kv, l, c, n) = (*w)((c * k_lanes() + l) * 4 + kv, nc);
-                Expr word = w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8);
-                wf_lane(kv, l, c, n) = w_i2f ? cast<float>(cast<int8_t>(word))
-                                             : schedx::int8_bits_to_float(word & schedx::u32(0xFF));
+                w_rows(kv, l, c, n) = (*w)((c * 32 + l) * 4 + kv, nc);
+                wf_lane(kv, l, c, n) = schedx::int8_bits_to_float(
+                    (w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8)) & schedx::u32(0xFF));
             } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
                 wbits(k, n) = (w_rows(k / 4, n) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
@@ -131,7 +120,7 @@ public:
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
                 if (coalesced) {  // as w_rows: the 8 words of x that meet a lane's 4 W words
-                    x_rows(kv, l, c, m) = (*x)((c * k_lanes() + l) * 8 + kv, mc);
+                    x_rows(kv, l, c, m) = (*x)((c * 32 + l) * 8 + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
                         (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
                 } else if (word_io) {
@@ -145,19 +134,7 @@ public:
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
                 acc(n, m) = 0.0f;
-                if (lane_cols > 1) {
-                    // Thread (qk, qc) of warp tile tw sums K slice qk of column tw*T + qc*R + j
-                    // (two thread dimensions, not one lane index split by % and /, whose
-                    // bounds Halide takes as every lane); the LK slices meet in acc.
-                    const int LK = k_lanes(), R = rows_per_warp, T = R * lane_cols;
-                    rk = RDom({{0, 16}, {0, kk / (16 * LK)}}, "rk");
-                    lane_sum(qk, qc, j, m, tw) = 0.0f;
-                    lane_sum(qk, qc, j, m, tw) +=
-                        xf_lane(rk.x, qk, rk.y, m) * wf_lane(rk.x, qk, rk.y, tw * T + qc * R + j);
-                    partial(qk, qc, j, m, tw) = lane_sum(qk, qc, j, m, tw);
-                    RDom rq(0, LK, "rq");
-                    acc(n, m) += partial(rq, (n % T) / R, n % R, m, n / T);
-                } else if (coalesced) {
+                if (coalesced) {
                     // The reduction runs over (kv, lane, group) itself, so that each lane's
                     // index is a loop variable, not (k / 16) % 32, whose bounds Halide
                     // would take as all 32 lanes.
@@ -222,20 +199,13 @@ private:
     // put the staging arrays in local memory).
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
     Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the coalesced layout's wf and xf
-    // lane_cols > 1: a thread's sums (registers) and the block's copy (shared memory),
-    // indexed by K slice, column group, column in group, row of x and warp tile.
-    Func lane_sum{"lane_sum"}, partial{"partial"};
-    Var qk{"qk"}, qc{"qc"}, j{"j"}, tw{"tw"};
-    RDom r, rk;
-
-    // Lanes that split one column's K (the coalesced layout's lanes per 512-element group).
-    int k_lanes() const { return 32 / lane_cols; }
+    RDom r;
 
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
         const std::string s = sched;
         if (stage != Stage::linear || !word_io) return 1;
-        return k_lanes() * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
+        return 32 * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
     }
 
     Expr scale_value(Expr e) {
@@ -304,23 +274,23 @@ private:
     // columns and every weight for all its rows from registers; int8 converts by the
     // float bit trick. The lanes' partials meet by warp shuffles at the end. Columns
     // beyond N and rows beyond M compute clamped copies that are never stored.
-    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-02_h200_203fc7b.md):
-    // M = 1 gemv_r2w8 21.6 us (73% of a 1 GiB copy's bandwidth; 4 columns per warp 23.2,
-    // 2 words per lane 28.7), M = 2 b2_r4w4 27.0, M = 4 b4_r2w4 41.6, M = 8 b8_r1w2 91.1,
-    // M = 16 b16_r2w2 160 us (the cuBLAS path, 96 us, takes M = 16; at M = 8 it is
-    // 96.0 against 89.9: bench/results/gpu_checks_2026-12-02_h200_3e91a05.md). Lanes keep
-    // one scalar sum per output: with a 2-wide float
-    // vector per lane (the first version) every step paid packing moves and the end
-    // LW times the shuffles (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is
-    // instruction-bound: 2M FMAs per weight byte plus 3 instructions per weight to convert
-    // it and M/R per weight to convert x, and fewer columns per warp (more warps resident)
-    // beat fewer x conversions. M = 1 is one wave of 1024 blocks with 8 K-steps per warp
-    // (ncu: 37% occupancy achieved, 40% of stalls on L1TEX); more loads per step did not
-    // help (16 words per lane: r2w16 31.4, r4w16 28.3 us), nor 8-warp blocks (r2w8 21.8).
+    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-02_h200_c5eddb2.md):
+    // M = 1 gemv_r2w16_coalesced 21.1 us (75% of a 1 GiB copy's bandwidth; gemv_r2w8 21.6,
+    // 4 columns per warp 22.5), M = 2 b2_r4w8_coalesced 26.5, M = 4 b4_r2w16_coalesced
+    // 38.2, M = 8 b8_r1w8_coalesced 85.3; M = 16 goes to the cuBLAS path (96 us; b16_r2w2
+    // 156). Lanes keep one scalar sum per output: with a 2-wide float vector per lane (the
+    // first version) every step paid packing moves and the end LW times the shuffles
+    // (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is instruction-bound: 2M FMAs
+    // per weight byte plus 3 instructions per weight to convert it and M/R per weight to
+    // convert x. At M = 8 it is also L1-bound (ncu, b8_r1w2: L1/TEX 96% of peak, DRAM 13%):
+    // every lane loads B rows of x for each 4 W bytes. Tried and removed: 32/C lanes per
+    // column and C columns per warp, sums meeting in shared memory, to share each x load
+    // among C lanes (M = 8: 128 us, 70% issue-busy); int-to-float conversion of W (M = 4
+    // 47.3 us, M = 8 91.0); more warps per block or 16 words on the plain layout (slower).
     // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
-    // reads only half or a quarter of every sector it touches; `coalesced` variants lay a
-    // lane's vectors 512 bytes apart instead (ptxas: r2w8 40 registers against 48, the
-    // loop body about as long). Not yet run on the H200.
+    // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
+    // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
+    // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
     // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
     // register array: constant extents (the guarded K split hides that a step is whole;
     // bound_extent restates it), one vector load per row.
@@ -338,12 +308,8 @@ private:
     }
 
     void schedule_cuda_warp_rows() {
-        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps, T = R * lane_cols;
+        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
         constrain_words();
-        if (lane_cols > 1) {
-            schedule_cuda_lane_cols();
-            return;
-        }
         y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
             .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
             .split(m, mo, mi, B, TailStrategy::GuardWithIf)
@@ -383,44 +349,6 @@ private:
         // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
         stage_in_registers(w_rows, intm, ro, LW, n, R);
         stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);
-    }
-
-    // lane_cols > 1: a block is WB warps of LK x lane_cols threads; thread (qk, qc) keeps
-    // R x B sums in registers over its K slice, the block meets in shared memory, and one
-    // thread per column adds the LK slices. Per step a warp's x load is lane_cols-fold
-    // broadcast: at M = 8 the one-column-group kernel is L1-bound (ncu, b8_r1w2: L1/TEX
-    // 96% of peak, DRAM 13%), its lanes loading B rows of x for every 4 W bytes.
-    void schedule_cuda_lane_cols() {
-        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps, T = R * lane_cols;
-        y->dim(0).set_min(0);  // warp tiles start at multiples of T (acc's n % T)
-        y->split(n, no, ni, T * WB, TailStrategy::GuardWithIf)
-            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
-            .reorder(mi, ni, no, mo)
-            .unroll(mi)
-            .gpu_blocks(no, mo)
-            .gpu_threads(ni);
-        partial.compute_at(*y, no)
-            .store_in(MemoryType::GPUShared)
-            .bound_extent(qk, k_lanes())
-            .bound_extent(qc, lane_cols)
-            .bound_extent(j, R)
-            .bound_extent(m, B)
-            .bound_extent(tw, WB)
-            .reorder(j, m, qk, qc, tw)
-            .unroll(j)
-            .unroll(m)
-            .gpu_threads(qk, qc, tw);
-        lane_sum.compute_at(partial, qk).store_in(MemoryType::Register).unroll(j).unroll(m);
-        RVar ro("ro"), rj("rj");
-        lane_sum.update()
-            .split(rk.y, ro, rj, LW / 4)
-            .reorder(m, j, rk.x, rj, ro)
-            .unroll(m)
-            .unroll(j)
-            .unroll(rk.x)
-            .unroll(rj);
-        stage_vectors_in_registers(w_rows, lane_sum, ro, 4, LW / 4, n, R);
-        stage_vectors_in_registers(x_rows, lane_sum, ro, 8, LW / 4, m, B);
     }
 
     // The coalesced layout's per-lane tile (words, 1 lane, groups, rows) as a register array.

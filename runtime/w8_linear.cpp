@@ -71,8 +71,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
         return query.bounds_fit();
     }
     const std::string_view s = v.param("schedule");
-    // K elements per step: load_words words of 4 int8 in each of the lanes that split K.
-    const int64_t step = 4 * v.param_int("load_words", 4) * (32 / v.param_int("lane_cols", 1));
+    const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
     if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.

@@ -250,11 +250,13 @@ COMPILE_MODES = {
 
 class CompileJob:
     """One torch.compile measurement, run after every schedx and eager number is in, in
-    priority order, while the time budget lasts."""
+    priority order, while the time budget lasts. `anchor` (schedx's call) is timed again
+    right after the compiled function: a long run of large GEMMs heats the GPU and lowers
+    its clock, so a time taken minutes apart is not a fair comparison."""
 
-    def __init__(self, r, col, where, fn, mode, inputs, check, autotune=False):
+    def __init__(self, r, col, where, fn, mode, inputs, check, autotune=False, anchor=None):
         self.r, self.col, self.where, self.fn, self.mode = r, col, where, fn, mode
-        self.inputs, self.check, self.autotune = inputs, check, autotune
+        self.inputs, self.check, self.autotune, self.anchor = inputs, check, autotune, anchor
 
     def run(self, rep, timer, budget, autotune_left):
         if budget.left() < (60 if self.autotune else 20) or (self.autotune and autotune_left <= 0):
@@ -269,7 +271,11 @@ class CompileJob:
             bad = self.check(c(*self.inputs))
             if bad:
                 raise AssertionError(f"compiled output differs: {bad}")
-            return timer(lambda: c(*self.inputs))
+            t = timer(lambda: c(*self.inputs))
+            if self.anchor is not None:
+                self.r[self.col + " anchor"] = rep.attempt(f"{self.where} schedx next to it",
+                                                           lambda: timer(self.anchor))
+            return t
 
         self.r[self.col] = rep.attempt(self.where, go)
 
@@ -429,9 +435,11 @@ def measure_w8(args, rep, timer):
             err = rel_err(y, ref)
             return None if err <= W8_REL_TOL else f"rel err {err:.2e}"
 
+        # Bound now: the jobs run after the loop has moved on to other tensors.
+        anchor = (lambda x=x, w=w, s=scales: schedx.w8_linear(x, w, s)) if have else None
         for col in ("compile+cd", "compile"):
             jobs[col].append(CompileJob(r, col, f"{where} {col}", w8_eager, COMPILE_MODES[col], (x, w, scales),
-                                        compiled_check))
+                                        compiled_check, anchor=anchor))
         if (n, k) == (8192, 8192) and m in AUTOTUNE_W8_MS and (m == 1 or not args.quick):
             jobs["max-autotune"].append(CompileJob(r, "max-autotune", f"{where} max-autotune", w8_eager,
                                                    COMPILE_MODES["max-autotune"], (x, w, scales), compiled_check,
@@ -457,11 +465,15 @@ def w8_tables(results, per_variant, ceil):
         rows.append([m, n, k, r.get("eager"), r.get("compile"), r.get("compile+cd"), r.get("max-autotune"),
                      r.get("cublas"), r.get("schedx"), r.get("schedx_variant"), r.get("best"), r.get("best_variant"),
                      ratio(r.get("compile+cd"), r.get("schedx")), ratio(torch_best, r.get("schedx")),
-                     ratio(torch_best, r.get("best")), pct(r.get("schedx")), pct(r.get("best")),
+                     ratio(torch_best, r.get("best")), r.get("compile+cd anchor"),
+                     ratio(r.get("compile+cd"), r.get("compile+cd anchor")), r.get("compile anchor"),
+                     ratio(r.get("compile"), r.get("compile anchor")), pct(r.get("schedx")), pct(r.get("best")),
                      err("err_schedx"), err("err_eager")])
     header = ["M", "N", "K", "eager us", "compile us", "compile+cd us", "max-autotune us", "cuBLAS deq-W us",
               "schedx us", "schedx variant", "best us", "best variant", "compile+cd/schedx", "best torch/schedx",
-              "best torch/best", "schedx % read bw", "best % read bw", "schedx rel err", "eager rel err"]
+              "best torch/best", "schedx us next to compile+cd", "compile+cd/schedx adjacent",
+              "schedx us next to compile", "compile/schedx adjacent", "schedx % read bw", "best % read bw",
+              "schedx rel err", "eager rel err"]
     shapes = list(results)
     variant_rows = [[v] + [per_variant[v].get(s) for s in shapes] for v in per_variant]
     return (md_table(header, rows),
@@ -872,7 +884,9 @@ def main():
            "`y = F.linear(x, W.to(bf16)) * scales`, x bf16 [M, K], W int8 [N, K], scales bf16 [N]. Outputs "
            f"checked against an fp64 reference: max|y - ref| / max|ref| <= {W8_REL_TOL}. cuBLAS column: F.linear "
            "on W dequantized and scaled ahead of time. % read bw: (N*K + 2*M*K + 2*M*N) bytes over the time, "
-           "against the read-only ceiling.", ""]
+           "against the read-only ceiling. \"schedx us next to compile\": schedx timed again right after the "
+           "compiled function, for a ratio at the same GPU temperature and clock (the compile columns are "
+           "measured minutes after the others).", ""]
     if isinstance(w8, tuple):
         results, per_variant, note, _ = w8
         table, variants = w8_tables(results, per_variant, ceil)

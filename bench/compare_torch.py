@@ -377,9 +377,16 @@ def fp8_tables(results, per_variant, ceil):
 
 # ---------------------------------------------------------------- pattern 2
 
-def w8_shapes(quick):
-    ms, ms_other = (W8_MS_QUICK, W8_MS_OTHER_QUICK) if quick else (W8_MS, W8_MS_OTHER)
-    return [(m, 8192, 8192) for m in ms] + [(m, n, k) for n, k in W8_NK_OTHER for m in ms_other]
+def w8_shapes(args):
+    """(M, N, K) to measure: the default lists, or --w8-nk / --w8-ms where given."""
+    ms, ms_other = (W8_MS_QUICK, W8_MS_OTHER_QUICK) if args.quick else (W8_MS, W8_MS_OTHER)
+    shapes = [(m, 8192, 8192) for m in ms] + [(m, n, k) for n, k in W8_NK_OTHER for m in ms_other]
+    if args.w8_nk:
+        nks = [tuple(int(v) for v in nk.split("x")) for nk in args.w8_nk.split(",")]
+        shapes = [(m, n, k) for n, k in nks for m in (args.w8_ms or W8_MS_OTHER)]
+    elif args.w8_ms:
+        shapes = [(m, n, k) for m, n, k in shapes if m in args.w8_ms]
+    return shapes
 
 
 def measure_w8(args, rep, timer):
@@ -389,7 +396,7 @@ def measure_w8(args, rep, timer):
     note = None if have else "this libschedx.so has no schedx_w8_linear (issue 3 not built in): no schedx columns"
     results, per_variant = {}, {}
     jobs = {"compile+cd": [], "compile": [], "max-autotune": []}
-    for (m, n, k) in w8_shapes(args.quick):
+    for (m, n, k) in w8_shapes(args):
         r = results[(m, n, k)] = {}
         where = f"w8 M={m} N={n} K={k}"
         log(f"{where}: eager, cuBLAS, schedx")
@@ -796,6 +803,10 @@ def main():
                     "(default 60 with --quick, 180 without)")
     ap.add_argument("--out", help="markdown file to write (default bench/results/compare_torch_<date>.md)")
     ap.add_argument("--only", choices=("fp8", "w8"), help="measure one pattern (a short device session)")
+    ap.add_argument("--w8-nk", help="w8 (N, K) pairs instead of the default list, e.g. 4096x4096,14336x4096 "
+                    "(so that the compile columns of every shape fit in a few device calls)")
+    ap.add_argument("--w8-ms", type=lambda s: [int(v) for v in s.split(",")],
+                    help="w8 batch sizes, e.g. 1,2,4,8,16 (default: the mode's list)")
     ap.add_argument("--commit", help="git commit to record when the tree has no git metadata")
     args = ap.parse_args()
     if args.budget is None:

@@ -47,7 +47,7 @@ class _Array:
             self.strides = obj.stride()
             self.ptr = obj.data_ptr()
             # The device as an int index ("cpu" for the host): Tensor.device builds a new
-            # torch.device object on every access, a measurable part of a call's host time.
+            # torch.device object on every access, and a call reads it for every argument.
             if obj.is_cuda:
                 self.device, self.torch_device = _capi.DEVICE_CUDA, obj.get_device()
             elif obj.is_cpu:

@@ -6,7 +6,8 @@
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch]   (default: all)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
-# 330 s so that the step alone fits one 600 s device call.
+# 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
+# options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-gpu_out}
@@ -55,7 +56,8 @@ for step in $steps; do
       build/bench/schedx-host-cost 20000 --profile > "$out/host_cost_profile.txt" 2>&1 || rc=1 ;;
     torch)
       (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
-         python3 compare_torch.py $([ -n "${COMPARE_FULL:-}" ] && echo --budget 330 || echo --quick) --commit "$commit" --out "$out/compare_torch.md" \
+         python3 compare_torch.py $([ -n "${COMPARE_FULL:-}" ] && echo --budget 330 || echo --quick) ${COMPARE_ARGS:-} \
+         --commit "$commit" --out "$out/compare_torch.md" \
          > "$out/compare_torch.log" 2>&1) || rc=1
       tail -n 5 "$out/compare_torch.log" ;;
     *) echo "unknown step $step"; rc=2 ;;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Which GPU kernels a w8_linear call becomes, and how long each takes: torch.compile's
-default mode and coordinate-descent tuning, cuBLAS on pre-dequantized weights, and schedx's dispatched path, each run
-back to back under torch.profiler (no L2 flush between calls). compare_torch.py gives the
-end-to-end times; this splits them, to say where a gap between two paths comes from.
+default mode and coordinate-descent tuning, cuBLAS on pre-dequantized weights, and
+schedx's dispatched path, each run back to back under torch.profiler (no L2 flush
+between calls). compare_torch.py gives the end-to-end times; this splits them, to say
+where a gap between two paths comes from.
 
 Usage (GPU machine, repository root):
     SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py 4096x8192x8192 16x8192x8192

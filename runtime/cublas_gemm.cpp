@@ -1,7 +1,5 @@
 #include "cublas_gemm.h"
 
-#include <dlfcn.h>
-
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,18 +35,10 @@ Cublas &cublas() {
     static Cublas b;
     static std::once_flag once;
     std::call_once(once, [] {
-        void *lib = nullptr;
-        for (const char *name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-        }
-        if (!lib) return;
-        auto sym = [](void *l, auto &fn, const char *name) {
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(l, name));
-            return fn != nullptr;
-        };
-        b.ok = sym(lib, b.create, "cublasCreate_v2") && sym(lib, b.set_stream, "cublasSetStream_v2") &&
-               sym(lib, b.set_math_mode, "cublasSetMathMode") &&
-               sym(lib, b.gemm_ex, "cublasGemmEx");
+        void *lib = dlopen_first({"libcublas.so.13", "libcublas.so.12", "libcublas.so"});
+        b.ok = lib && bind_symbol(lib, b.create, "cublasCreate_v2") &&
+               bind_symbol(lib, b.set_stream, "cublasSetStream_v2") &&
+               bind_symbol(lib, b.set_math_mode, "cublasSetMathMode") && bind_symbol(lib, b.gemm_ex, "cublasGemmEx");
     });
     return b;
 }
@@ -59,7 +49,7 @@ std::mutex handles_mutex;  // guards `handles`
 std::map<std::pair<void *, void *>, void *> handles;
 
 // cuBLASLt, reduced the same way (values from cublasLt.h of CUDA 12 and 13).
-constexpr int kLtDescScaleType = 1, kLtDescPointerMode = 2, kLtDescTransA = 3, kLtDescTransB = 4;
+constexpr int kLtDescPointerMode = 2, kLtDescTransA = 3, kLtDescTransB = 4;
 constexpr int kLtPointerAlphaVectorBetaZero = 3;  // CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO
 constexpr int kLtPrefMaxWorkspace = 1, kLtPrefReductionMask = 3, kLtPrefMinAlignA = 5;  // B, C, D: 6, 7, 8
 // NONE | INPLACE | COMPUTE_TYPE: no split-K reduction in the 16-bit output type (as
@@ -95,22 +85,16 @@ CublasLt &cublaslt() {
     static CublasLt b;
     static std::once_flag once;
     std::call_once(once, [] {
-        void *lib = nullptr;
-        for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
-            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-        }
-        if (!lib) return;
-        auto sym = [](void *l, auto &fn, const char *name) {
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(l, name));
-            return fn != nullptr;
-        };
-        b.ok = sym(lib, b.create, "cublasLtCreate") && sym(lib, b.desc_create, "cublasLtMatmulDescCreate") &&
-               sym(lib, b.desc_set, "cublasLtMatmulDescSetAttribute") &&
-               sym(lib, b.layout_create, "cublasLtMatrixLayoutCreate") &&
-               sym(lib, b.pref_create, "cublasLtMatmulPreferenceCreate") &&
-               sym(lib, b.pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
-               sym(lib, b.pref_destroy, "cublasLtMatmulPreferenceDestroy") &&
-               sym(lib, b.heuristic, "cublasLtMatmulAlgoGetHeuristic") && sym(lib, b.matmul, "cublasLtMatmul");
+        void *lib = dlopen_first({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
+        b.ok = lib && bind_symbol(lib, b.create, "cublasLtCreate") &&
+               bind_symbol(lib, b.desc_create, "cublasLtMatmulDescCreate") &&
+               bind_symbol(lib, b.desc_set, "cublasLtMatmulDescSetAttribute") &&
+               bind_symbol(lib, b.layout_create, "cublasLtMatrixLayoutCreate") &&
+               bind_symbol(lib, b.pref_create, "cublasLtMatmulPreferenceCreate") &&
+               bind_symbol(lib, b.pref_set, "cublasLtMatmulPreferenceSetAttribute") &&
+               bind_symbol(lib, b.pref_destroy, "cublasLtMatmulPreferenceDestroy") &&
+               bind_symbol(lib, b.heuristic, "cublasLtMatmulAlgoGetHeuristic") &&
+               bind_symbol(lib, b.matmul, "cublasLtMatmul");
     });
     return b;
 }
@@ -163,9 +147,8 @@ schedx_status cublaslt_gemm_abt_row_scaled(void *context, void *stream, bool fp1
     const int t = fp16 ? kR16F : kR16BF;
     if (!plan.tried) {
         plan.tried = true;
-        const int trans_a = kOpT, trans_b = kOpN, scale_type = kR32F, mode = kLtPointerAlphaVectorBetaZero;
-        int r = lt.desc_create(&plan.desc, kCompute32F, kR32F);
-        if (r == 0) r = lt.desc_set(plan.desc, kLtDescScaleType, &scale_type, sizeof scale_type);
+        const int trans_a = kOpT, trans_b = kOpN, mode = kLtPointerAlphaVectorBetaZero;
+        int r = lt.desc_create(&plan.desc, kCompute32F, kR32F);  // fp32 accumulation and scale
         if (r == 0) r = lt.desc_set(plan.desc, kLtDescPointerMode, &mode, sizeof mode);
         if (r == 0) r = lt.desc_set(plan.desc, kLtDescTransA, &trans_a, sizeof trans_a);
         if (r == 0) r = lt.desc_set(plan.desc, kLtDescTransB, &trans_b, sizeof trans_b);

@@ -48,15 +48,12 @@ Driver &driver() {
     static Driver d;
     static std::once_flag once;
     std::call_once(once, [] {
-        void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+        void *lib = dlopen_first({"libcuda.so.1"});
         if (!lib) {
             d.error = "no CUDA driver (libcuda.so.1 not found)";
             return;
         }
-        auto sym = [&](auto &fn, const char *name) {
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-            return fn != nullptr;
-        };
+        auto sym = [&](auto &fn, const char *name) { return bind_symbol(lib, fn, name); };
         if (!(sym(d.cuInit, "cuInit") && sym(d.cuPointerGetAttribute, "cuPointerGetAttribute") &&
               sym(d.cuPointerGetAttributes, "cuPointerGetAttributes") &&
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
@@ -88,6 +85,13 @@ Driver &driver() {
 }
 
 }  // namespace
+
+void *dlopen_first(std::initializer_list<const char *> names) {
+    for (const char *name : names) {
+        if (void *lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
+    }
+    return nullptr;
+}
 
 schedx_status cuda_init() {
     Driver &d = driver();

@@ -5,8 +5,11 @@
 // caller's stream, both carried per call in the pipeline's user_context.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <string>
 
@@ -14,6 +17,16 @@
 #include "schedx/schedx.h"
 
 namespace schedx {
+
+// The first of `names` that dlopen loads (RTLD_NOW | RTLD_LOCAL), or nullptr.
+void *dlopen_first(std::initializer_list<const char *> names);
+
+// Points `fn` at the symbol `name` of a dlopened library; false if it is missing.
+template <class Fn>
+bool bind_symbol(void *lib, Fn &fn, const char *name) {
+    fn = reinterpret_cast<Fn>(dlsym(lib, name));
+    return fn != nullptr;
+}
 
 // What Halide's acquire-context and get-stream hooks read; passed as user_context.
 struct CudaCallContext {

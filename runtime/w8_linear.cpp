@@ -212,8 +212,8 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
         // The dequantize path leaves scale and bias to its epilogue, so it serves every
-        // kind; the rescale one reads scales of its type and adds no bias (a bias after
-        // the GEMM's rounding would round a third time).
+        // kind; the rescale and row_scale ones read scales of their type and add no bias
+        // (after the GEMM's rounding it would round again).
         if (v.param("x_type") != x_type) return false;
         if (is_rescale_path(v) || is_row_scale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
         return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&

@@ -9,9 +9,10 @@
 // W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
 // fp32 result into y with the scale and bias. `rescale` instead scales a y that the GEMM
 // wrote in x's dtype, in place: two roundings, as PyTorch's own linear(...) * scales, for
-// half the epilogue's traffic and no fp32 result. `row_scale` writes the scales as fp32
-// for a GEMM that applies them itself (cuBLASLt's per-row alpha): one rounding, no pass
-// over y.
+// half the epilogue's traffic and no fp32 result. Tried and removed: the scales as a
+// per-row alpha vector of cuBLASLt (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO), one
+// rounding and no pass over y; cuBLASLt 13 on the H200 has no bf16 or fp16 algorithm
+// for it (heuristic status 15, not supported).
 #include "Halide.h"
 #include "numerics.h"
 
@@ -20,7 +21,7 @@ namespace {
 using namespace Halide;
 using schedx::ElemType;
 
-enum class Stage { linear, dequantize, epilogue, rescale, row_scale };
+enum class Stage { linear, dequantize, epilogue, rescale };
 
 class W8Linear : public Generator<W8Linear> {
 public:
@@ -31,10 +32,9 @@ public:
                                 {{"linear", Stage::linear},
                                  {"dequantize", Stage::dequantize},
                                  {"epilogue", Stage::epilogue},
-                                 {"rescale", Stage::rescale},
-                                 {"row_scale", Stage::row_scale}}};
+                                 {"rescale", Stage::rescale}}};
     // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
-    // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue, row_scale)
+    // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
@@ -80,10 +80,6 @@ public:
             scales = add_input<Buffer<>>("scales", scale_t, 1);
             y = add_output<Buffer<>>("y", half_t, 2);
             break;
-        case Stage::row_scale:
-            scales = add_input<Buffer<>>("scales", scale_t, 1);
-            scales_out = add_output<Buffer<>>("scales_out", Float(32), 1);
-            break;
         }
     }
 
@@ -108,9 +104,7 @@ public:
             }
             if (!coalesced) wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
-        if (stage == Stage::row_scale) {
-            (*scales_out)(n) = scale_value((*scales)(n));
-        } else if (stage == Stage::dequantize) {
+        if (stage == Stage::dequantize) {
             if (word_io) {
                 (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n), x_type) |
                                  (schedx::float_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
@@ -170,7 +164,6 @@ public:
         if (w_out) w_out->set_estimates({{0, 8192 / epw}, {0, 8192}});
         if (acc_in) acc_in->set_estimates({{0, 8192}, {0, 1024}});
         if (scales) scales->set_estimates({{0, 8192}});
-        if (scales_out) scales_out->set_estimates({{0, 8192}});
         if (bias) bias->set_estimates({{0, 8192}});
         if (y) y->set_estimates({{0, 8192}, {0, stage == Stage::epilogue ? 1024 : 16}});
 
@@ -181,12 +174,9 @@ public:
             if (s != "cuda_words") throw std::invalid_argument("stage=dequantize and rescale take schedule=cuda_words");
             if (stage == Stage::dequantize) schedule_dequantize();
             else schedule_rescale();
-        } else if (stage == Stage::epilogue || stage == Stage::row_scale) {
-            if (s != "cuda_general") {
-                throw std::invalid_argument("stage=epilogue and row_scale take schedule=cuda_general");
-            }
-            if (stage == Stage::epilogue) schedule_epilogue();
-            else scales_out->gpu_tile(n, no, ni, 256, TailStrategy::GuardWithIf);
+        } else if (stage == Stage::epilogue) {
+            if (s != "cuda_general") throw std::invalid_argument("stage=epilogue takes schedule=cuda_general");
+            schedule_epilogue();
         } else if (s == "cpu") {
             schedule_cpu();
         } else if (s == "cuda_general") {
@@ -205,7 +195,7 @@ private:
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
     bool word_io = false;
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
-    Output<Buffer<>> *y = nullptr, *w_out = nullptr, *scales_out = nullptr;
+    Output<Buffer<>> *y = nullptr, *w_out = nullptr;
     Func xbits{"xbits"}, xf{"xf"}, wbits{"wbits"}, wf{"wf"}, acc{"acc"};
     // Word schedules stage these per lane: rows already clamped, so a tile of R columns or
     // B rows is a constant-size register array even at the edges (a guarded row count

@@ -32,14 +32,10 @@ struct W8LinearCall {
     int64_t ldy;
 };
 
-// The large-M path's three forms: a dequantize variant (fp32 GEMM result, epilogue), a
-// rescale variant (the GEMM writes y in x's dtype, which it then scales in place) or a
-// row_scale variant (scales as fp32, which cuBLASLt applies as a per-row alpha).
+// The large-M path's two forms: a dequantize variant (fp32 GEMM result, epilogue) or a
+// rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
 bool is_rescale_path(const Variant &v) { return v.param("stage") == "rescale"; }
-bool is_row_scale_path(const Variant &v) { return v.param("stage") == "row_scale"; }
-bool is_cublas_path(const Variant &v) {
-    return v.param("stage") == "dequantize" || is_rescale_path(v) || is_row_scale_path(v);
-}
+bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_rescale_path(v); }
 
 // The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
 bool words_fit(const W8LinearCall &c, int64_t k_step) {
@@ -83,11 +79,6 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
     // The in-place rescale moves 8-output vectors.
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
-    // cuBLASLt writes y directly: 16-byte rows of x and y keep its fastest kernels eligible.
-    if (is_row_scale_path(v)) {
-        return cublas_fits(c) && cublaslt_available() && aligned16(c.x) && c.ldx % 8 == 0 && aligned16(c.y) &&
-               c.ldy % 8 == 0 && c.n % 8 == 0;
-    }
     if (is_cublas_path(v)) return cublas_fits(c);
     return true;
 }
@@ -105,15 +96,14 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c) {
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
-// the fused variants do), (rescale) y written by the GEMM and scaled in place, or
-// (row_scale) the scales as fp32 after W, applied by cuBLASLt before its one rounding.
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
-    const bool rescale = is_rescale_path(v), row_scale = is_row_scale_path(v);
+    const bool rescale = is_rescale_path(v);
     const std::string_view x_type = v.param("x_type");
     // The other stage's variant, looked up once per kind (candidates memoises by key).
     const Variant *dequant = &v, *epilogue = &v;
-    if (rescale || row_scale) {
+    if (rescale) {
         const auto &found = candidates("w8_linear", Device::cuda, "dequantize:" + std::string(x_type),
                                        [&](const Variant &r) {
                                            return r.param("stage") == "dequantize" && r.param("x_type") == x_type;
@@ -131,14 +121,10 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
-    auto round256 = [](size_t b) { return (b + 255) / 256 * 256; };
-    const size_t w_bytes = round256(size_t(c.n) * size_t(c.k) * 2);
-    const size_t after_w = rescale     ? 0
-                           : row_scale ? round256(size_t(c.n) * 4) + kCublasLtWorkspaceBytes
-                                       : size_t(c.m) * size_t(c.n) * 4;
+    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, w_bytes + after_w, &ws))) return s;
+    if ((s = cuda_workspace(ctx, stream, w_bytes + (rescale ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
     {
         PipelineCall call(*dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
@@ -146,15 +132,6 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
         if ((s = call.run())) return s;
     }
     PipelineCall call(*epilogue, stream, ctx);
-    if (row_scale) {
-        float *scales_f32 = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
-        call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
-        call.bind_vector("scales_out", scales_f32, c.n, 4);
-        if ((s = call.run())) return s;
-        void *lt_ws = static_cast<uint8_t *>(ws) + w_bytes + round256(size_t(c.n) * 4);
-        return cublaslt_gemm_abt_row_scaled(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, c.ldy, scales_f32, c.m, c.n,
-                                            c.k, lt_ws, kCublasLtWorkspaceBytes);
-    }
     if (rescale) {
         if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", c.y, c.m, c.n, c.ldy, 2);
@@ -212,10 +189,10 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
         // The dequantize path leaves scale and bias to its epilogue, so it serves every
-        // kind; the rescale and row_scale ones read scales of their type and add no bias
-        // (after the GEMM's rounding it would round again).
+        // kind; the rescale one reads scales of its type and adds no bias (after the
+        // GEMM's rounding it would round again).
         if (v.param("x_type") != x_type) return false;
-        if (is_rescale_path(v) || is_row_scale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
+        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
         return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });

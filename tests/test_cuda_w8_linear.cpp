@@ -49,7 +49,7 @@ struct Shape {
 // Mirrors can_run in runtime/w8_linear.cpp (with the 16-byte alignment that padded()
 // keeps for these schedules), restricted to shapes whose reference stays cheap.
 bool is_cublas(std::map<std::string, std::string> &p) {
-    return p["stage"] == "dequantize" || p["stage"] == "rescale" || p["stage"] == "row_scale";
+    return p["stage"] == "dequantize" || p["stage"] == "rescale";
 }
 
 std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
@@ -63,7 +63,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 1000}) {
                 bool runs = true;
-                if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] == "dequantize" || n % 8 == 0);
+                if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
@@ -77,15 +77,14 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
 }
 
 // Padded leading dimensions: odd for the general schedule, which takes any; 16-byte row
-// pitches for x and W where the schedule needs them (cublasGemmEx itself takes any ldx),
-// and for y where the in-place rescale moves 16-byte vectors or cuBLASLt writes it.
+// pitches for x and W where the schedule needs them (cuBLAS itself takes any ldx), and
+// for y where the in-place rescale moves 16-byte vectors.
 W8Case padded(W8Case c, std::map<std::string, std::string> &p, bool cublas) {
-    const bool row_scale = p["stage"] == "row_scale";
-    const bool aligned_x = (p["schedule"] != "cuda_general" && !cublas) || row_scale;
-    const bool aligned_w = p["schedule"] != "cuda_general" || cublas;
+    const bool aligned_x = p["schedule"] != "cuda_general" && !cublas;
+    const bool aligned_w = p["schedule"] != "cuda_general";
     c.ldx = c.k + (aligned_x ? 8 : 1);
     c.ldw = c.k + (aligned_w ? 16 : 3);
-    c.ldy = c.n + (p["stage"] == "rescale" || row_scale ? 8 : 3);
+    c.ldy = c.n + (p["stage"] == "rescale" ? 8 : 3);
     return c;
 }
 

@@ -4,10 +4,13 @@
 # in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch]   (default: all)
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu]   (default: all but ncu)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
 # options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
+# NCU_RUNS (ncu step): "op:variant:shape ..." profiled by Nsight Compute, every Halide kernel
+# of one timed call (speed of light, occupancy, warp stalls, issue), e.g.
+# "w8_linear:w8_linear_bf16_sbf16_b4_r2w16_coalesced:4x8192x8192".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dest=${OUT:-gpu_out}
@@ -60,6 +63,18 @@ for step in $steps; do
          --commit "$commit" --out "$out/compare_torch.md" \
          > "$out/compare_torch.log" 2>&1) || rc=1
       tail -n 5 "$out/compare_torch.log" ;;
+    ncu)  # explore checks a variant (2 calls) and warms it up (3) before the timed calls
+      for run in ${NCU_RUNS:-}; do
+        IFS=: read -r op variant shape <<< "$run"
+        timeout "${NCU_TIMEOUT:-90}" ncu --kernel-name regex:_kernel_ --launch-skip 5 --launch-count "${NCU_KERNELS:-1}" \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+          --section SchedulerStats --section MemoryWorkloadAnalysis \
+          build/tools/schedx-explore --op "$op" --device cuda --db "$out/ncu_tuning.jsonl" \
+          --variants "$variant" --shapes "$shape" --repeats 3 \
+          > "$out/ncu_${variant}_$shape.txt" 2>&1 || rc=1
+        grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Stall" \
+          "$out/ncu_${variant}_$shape.txt" | head -n 12
+      done ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

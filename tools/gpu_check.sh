@@ -4,7 +4,7 @@
 # in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu]   (default: all but ncu)
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile]   (default: all but the last two)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
 # options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
@@ -75,6 +75,10 @@ for step in $steps; do
         grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Stall" \
           "$out/ncu_${variant}_$shape.txt" | head -n 12
       done ;;
+    pyprofile)  # issue 5: where the Python API's host time goes
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/python_host_profile.py \
+        > "$out/python_host_profile.md" 2>&1 || rc=1
+      grep -A4 "^| function" "$out/python_host_profile.md" ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

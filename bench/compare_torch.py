@@ -836,6 +836,9 @@ def main():
 
     # Cheap and most important first; torch.compile while the budget lasts; the graph
     # capture last, so that a failed capture cannot disturb the numbers.
+    def skipped(name):
+        raise RuntimeError(f"{name} skipped (--only {args.only})")
+
     log("ceilings")
     ceil = ceilings(args, rep, timer)
     log("checks")
@@ -849,9 +852,6 @@ def main():
     log("host-side cost")
     host = rep.attempt("host-side cost", lambda: host_cost(rep, timer))
     log("pattern 1: fp8 cast + transpose")
-    def skipped(name):
-        raise RuntimeError(f"{name} skipped (--only {args.only})")
-
     fp8 = rep.attempt("pattern 1", lambda: skipped("pattern 1") if args.only == "w8" else measure_fp8(args, rep, timer))
     log("pattern 2: w8 linear")
     w8 = rep.attempt("pattern 2", lambda: skipped("pattern 2") if args.only == "fp8" else measure_w8(args, rep, timer))

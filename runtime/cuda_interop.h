@@ -45,6 +45,21 @@ schedx_status cuda_context_for(const void *ptr, const char *arg_name, void **con
 // memory: lets the CPU path reject device pointers without ever starting CUDA itself.
 bool is_known_device_pointer(const void *ptr);
 
+// For the scope, CUDA modules that Halide loads on this thread are JIT-compiled with at
+// most `max_registers` registers per thread (0: Halide's own cap of 64, or
+// HL_CUDA_JIT_MAX_REGISTERS). A variant's `jit_max_registers` sets it around its calls:
+// a module loads on a pipeline's first call in a context, so each variant keeps its cap.
+class JitRegisterCap {
+public:
+    explicit JitRegisterCap(int max_registers);
+    ~JitRegisterCap();
+    JitRegisterCap(const JitRegisterCap &) = delete;
+    JitRegisterCap &operator=(const JitRegisterCap &) = delete;
+
+private:
+    int previous_;
+};
+
 schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *ptr);
 void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf);
 

@@ -110,6 +110,7 @@ schedx_status PipelineCall::run() {
         }
     }
     halide_message.clear();
+    const JitRegisterCap cap(variant_.jit_max_registers);
     int r = variant_.argv(argv.data());
     if (r != 0) {
         return fail(SCHEDX_ERR_KERNEL, variant_.name + " failed (Halide error " + std::to_string(r) + "): " +
@@ -151,6 +152,7 @@ bool PipelineCall::bounds_fit() {
             argv[i] = const_cast<int32_t *>(&a.scalar);
         }
     }
+    const JitRegisterCap cap(variant_.jit_max_registers);  // the bounds query may load the module
     bool fits = variant_.argv(argv.data()) == 0;
     for (size_t i = 0; fits && i < args_.size(); i++) {
         for (int d = 0; args_[i].is_buffer && d < args_[i].buf.dimensions; d++) {

@@ -47,6 +47,7 @@ const std::vector<Variant> &registry() {
                 auto eq = kv.find('=');
                 if (eq != std::string::npos) v.params[kv.substr(0, eq)] = kv.substr(eq + 1);
             }
+            v.jit_max_registers = v.param_int("jit_max_registers", 0);
             out.push_back(std::move(v));
         }
         return out;

@@ -34,6 +34,9 @@ struct Variant {
     std::map<std::string, std::string, std::less<>> params;
     int (*argv)(void **);
     const halide_filter_metadata_t *metadata;
+    // CUDA: the register cap its kernels are JIT-compiled with (variants.json's
+    // jit_max_registers; 0: Halide's default of 64).
+    int jit_max_registers = 0;
 
     // Views, not copies: eligibility checks read parameters on every call.
     std::string_view param(std::string_view key, std::string_view fallback = {}) const;

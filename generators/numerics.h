@@ -88,6 +88,17 @@ inline Expr encode_fp8(Expr p, Expr is_e5m2) {
     return cast<uint8_t>(select(is_nan, u32(0x7F), mag | sign));
 }
 
+// bf16 or fp16 bits of a float holding an int8 value, which both formats represent
+// exactly: no rounding step, so a shift for bf16 and a rebias for fp16 (a few
+// instructions instead of float_to_half_bits' dozen). Not for other values.
+inline Expr small_int_to_half_bits(Expr f, ElemType t) {
+    using namespace Halide;
+    Expr u = reinterpret<uint32_t>(f);
+    if (t == ElemType::bf16) return u >> 16;
+    Expr a = u & u32(0x7FFFFFFF);
+    return ((u >> 16) & u32(0x8000)) | select(a == u32(0), u32(0), (a >> 13) - u32(112u << 10));
+}
+
 // Round-to-nearest-even float to bf16 or fp16 bits (in the low 16 of a uint32), as
 // PyTorch's .to(): fp16 keeps subnormals and overflows to inf; NaN becomes 0x7FC0 (bf16)
 // or sign|0x7E00 (fp16). Integer-only, so CPU and GPU give the same bits.

@@ -106,10 +106,10 @@ public:
         }
         if (stage == Stage::dequantize) {
             if (word_io) {
-                (*w_out)(k, n) = schedx::float_to_half_bits(wf(2 * k, n), x_type) |
-                                 (schedx::float_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
+                (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
+                                 (schedx::small_int_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
             } else {
-                (*w_out)(k, n) = cast<uint16_t>(schedx::float_to_half_bits(wf(k, n), x_type));
+                (*w_out)(k, n) = cast<uint16_t>(schedx::small_int_to_half_bits(wf(k, n), x_type));
             }
         } else if (stage == Stage::rescale) {
             // n counts words of two outputs here.

@@ -277,19 +277,23 @@ private:
     // columns and every weight for all its rows from registers; int8 converts by the
     // float bit trick. The lanes' partials meet by warp shuffles at the end. Columns
     // beyond N and rows beyond M compute clamped copies that are never stored.
-    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-02_h200_c5eddb2.md):
-    // M = 1 gemv_r2w16_coalesced 21.1 us (75% of a 1 GiB copy's bandwidth; gemv_r2w8 21.6,
-    // 4 columns per warp 22.5), M = 2 b2_r4w8_coalesced 26.5, M = 4 b4_r2w16_coalesced
-    // 38.2, M = 8 b8_r1w8_coalesced 85.3; M = 16 goes to the cuBLAS path (96 us; b16_r2w2
-    // 156). Lanes keep one scalar sum per output: with a 2-wide float vector per lane (the
-    // first version) every step paid packing moves and the end LW times the shuffles
-    // (M = 1 29.3 us, M = 8 898 us). From M = 4 the kernel is instruction-bound: 2M FMAs
-    // per weight byte plus 3 instructions per weight to convert it and M/R per weight to
-    // convert x. At M = 8 it is also L1-bound (ncu, b8_r1w2: L1/TEX 96% of peak, DRAM 13%):
-    // every lane loads B rows of x for each 4 W bytes. Tried and removed: 32/C lanes per
-    // column and C columns per warp, sums meeting in shared memory, to share each x load
-    // among C lanes (M = 8: 128 us, 70% issue-busy); int-to-float conversion of W (M = 4
-    // 47.3 us, M = 8 91.0); more warps per block or 16 words on the plain layout (slower).
+    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-03_h200_a4cf4f7.md):
+    // M = 1 gemv_r2w16_coalesced 21.0 us (75% of a 1 GiB copy's bandwidth), M = 2
+    // b2_r4w16_coalesced 25.2, M = 4 b4_r4w4_coalesced 37.3, M = 8 b8_r4w4_coalesced 58.3;
+    // M = 16 goes to the cuBLAS path (97 us; b16_r4w4_coalesced 117). Wider tiles (R columns
+    // x B rows per warp) reuse each x load R times and each weight B times, but need more
+    // than the 64 registers Halide's runtime gives a kernel by default: at 64 they spilled
+    // (ncu, b8_r1w8_coalesced: L1/TEX 96% of peak, DRAM 13%), so variants.json gives them
+    // 128 or 255 (jit_max_registers; b8_r4w2 138 -> 61 us, w8_jit_registers_*_9ac1143.md).
+    // From M = 4 the kernel issues ~16 instructions per weight at M = 8 (8 FMAs, the int8
+    // bit-trick conversion, x's bf16 unpacking shared by R columns) at ~50% issue
+    // efficiency. Lanes keep one scalar sum per output: with a 2-wide float vector per lane
+    // (the first version) every step paid packing moves and the end LW times the shuffles
+    // (M = 1 29.3 us, M = 8 898 us). Tried and removed: 32/C lanes per column and C columns
+    // per warp, sums meeting in shared memory, to share each x load among C lanes (M = 8:
+    // 128 us); int-to-float conversion of W (M = 4 47.3 us); more warps per block or 16
+    // words on the plain layout (slower); biasing the four bytes of a word with one xor
+    // (LLVM folds it back into the per-byte form: same PTX).
     // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
     // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
     // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
@@ -401,8 +405,10 @@ private:
     // of x's dtype per thread. H200, N = K = 8192: 160 us under ncu while the stores were
     // 4-byte pieces (no alignment known); with the two 16-byte stores the whole path (this,
     // the fp32 GEMM and the epilogue) went from 368 to 256 us at M = 1024 and from 973 to
-    // 872 us at M = 4096. Now 53.8 us (bench/torch_kernels.py) against 49.4 for
-    // torch.compile's Triton kernel; 8 int8 and one 16-byte store per thread took 62.8.
+    // 872 us at M = 4096. Encoding the exact int8 values by shift instead of the rounding
+    // bf16 encoder (ncu: 80% SM throughput) took it from 53.8 to 51.7 us
+    // (bench/torch_kernels.py) against 49.5 for torch.compile's Triton kernel; 8 int8 and
+    // one 16-byte store per thread took 62.8.
     void schedule_dequantize() {
         w->dim(0).set_min(0).set_extent((w->dim(0).extent() / 4) * 4);
         w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);

@@ -357,3 +357,19 @@ TEST_CASE("a pipeline whose buffer argument was never bound refuses to run") {
     CHECK(std::string(schedx_last_error()).find("argument cols not bound") != std::string::npos);
     CHECK(rows[0] == 0xA5);
 }
+
+TEST_CASE("variants.json's jit_max_registers reaches the registry as each CUDA variant's register cap") {
+    const schedx::Variant *wide = schedx::find_variant("w8_linear_bf16_sbf16_b8_r4w2");
+    const schedx::Variant *narrow = schedx::find_variant("w8_linear_bf16_sbf16_gemv_r2w16_coalesced");
+    REQUIRE(wide != nullptr);
+    REQUIRE(narrow != nullptr);
+    CHECK(wide->jit_max_registers == 128);
+    CHECK(narrow->jit_max_registers == 0);  // Halide's default cap
+    for (const schedx::Variant &v : schedx::registry()) {
+        CAPTURE(v.name);
+        // The JIT takes 1..255; a cap on a CPU variant would mean nothing.
+        CHECK(v.jit_max_registers >= 0);
+        CHECK(v.jit_max_registers <= 255);
+        if (v.device == schedx::Device::cpu) CHECK(v.jit_max_registers == 0);
+    }
+}

@@ -86,8 +86,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // Untuned preference, from the H200's measurements: the cuBLAS path goes behind the
 // general kernel for small work (its three launches cost ~10 us, which the general
 // kernel's rate, 615 us at M = 16 and N = K = 8192, matches near 2^24 multiply-adds), and
-// ahead of the small-batch kernels above M = 8 (M = 16, N = K = 8192: 96 against 158 us;
-// M = 8: 95.7 against 89.7).
+// ahead of the small-batch kernels above M = 8 (N = K = 8192: M = 16 97 against 117 us,
+// M = 8 97 against 58.5; explore_w8_linear_2026-12-03_h200_1d239a5.md).
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     if (is_cublas_path(v)) return !large;

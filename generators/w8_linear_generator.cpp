@@ -105,12 +105,9 @@ public:
             if (!coalesced) wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
         if (stage == Stage::dequantize) {
-            if (word_io) {
-                (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
-                                 (schedx::small_int_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
-            } else {
-                (*w_out)(k, n) = cast<uint16_t>(schedx::small_int_to_half_bits(wf(k, n), x_type));
-            }
+            // Always word-typed (schedule=cuda_words): two outputs per word.
+            (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
+                             (schedx::small_int_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
         } else if (stage == Stage::rescale) {
             // n counts words of two outputs here.
             auto scaled = [&](Expr bits, Expr col) {

@@ -44,11 +44,17 @@ struct Driver {
     std::string error;
 };
 
+// The driver library, loaded once for schedx's own entry points and Halide's.
+void *libcuda() {
+    static void *lib = dlopen_first({"libcuda.so.1"});
+    return lib;
+}
+
 Driver &driver() {
     static Driver d;
     static std::once_flag once;
     std::call_once(once, [] {
-        void *lib = dlopen_first({"libcuda.so.1"});
+        void *lib = libcuda();
         if (!lib) {
             d.error = "no CUDA driver (libcuda.so.1 not found)";
             return;
@@ -294,7 +300,7 @@ int cuda_driver_version() {
 // Replaces the Halide runtime's weak definition: the same lookup in the driver library,
 // except that cuModuleLoadDataEx goes through the register cap above.
 extern "C" void *halide_cuda_get_symbol(void *, const char *name) {
-    static void *lib = schedx::dlopen_first({"libcuda.so.1", "libcuda.so"});
+    void *lib = schedx::libcuda();
     if (!lib) return nullptr;
     void *symbol = dlsym(lib, name);
     if (symbol && std::strcmp(name, "cuModuleLoadDataEx") == 0) {

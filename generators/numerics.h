@@ -125,12 +125,26 @@ inline Expr float_to_half_bits(Expr f, ElemType t) {
     return select(is_nan, sign | u32(0x7E00), sign | select(a < u32(0x38800000), sub, normal));
 }
 
-// int8 bits (in the low 8 of a uint32) to float without an int-to-float instruction
-// (those run at a fraction of the FMA rate on the GPU): the byte biased to unsigned
-// becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.
-inline Expr int8_bits_to_float(Expr byte) {
+// Byte i (0..3) of a uint32 word, an int8, as a float, without an int-to-float
+// instruction (those run at a fraction of the FMA rate on the GPU): the byte biased to
+// unsigned becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.
+// With `magic` (CUDA: 2^23's bits, 0x4B000000, as a value ptxas cannot fold) one PRMT
+// builds the float; the shift-and-mask form cost ~3 integer instructions per weight,
+// and the integer pipe (half the FMA rate) was the M = 1 GEMV's limit (ncu,
+// bench/results/ncu_w8_2026-12-03_h200_52cbb5e.md). Without it, shifts and masks (CPU).
+inline Expr int8_of_word_to_float(Expr word, Expr i, Expr magic) {
     using namespace Halide;
-    return reinterpret<float>(u32(0x4B000000) | (byte ^ u32(0x80))) - 8388736.0f;  // 2^23 + 128
+    Expr biased = word ^ u32(0x80808080);  // one xor serves the word's four bytes
+    Expr bits;
+    if (magic.defined()) {
+        // prmt(a, b, sel): result byte j is byte sel[4j+3:4j] of {b, a}: 7, 6, 5 take
+        // magic's bytes 3, 2, 1 (0x4B, 0, 0), i takes a's byte i.
+        bits = Internal::Call::make(UInt(32), "llvm.nvvm.prmt", {biased, magic, u32(0x7650) | cast<uint32_t>(i)},
+                                    Internal::Call::PureExtern);
+    } else {
+        bits = u32(0x4B000000) | ((biased >> (cast<uint32_t>(i) * 8)) & u32(0xFF));
+    }
+    return reinterpret<float>(bits) - 8388736.0f;  // 2^23 + 128
 }
 
 }  // namespace schedx

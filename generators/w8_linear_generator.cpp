@@ -87,6 +87,15 @@ public:
         // THE ALGORITHM
         // Element bits from word-typed buffers: byte/half i of a word is element 4j+i / 2j+i.
         if (w) {
+            // 2^23's bits for int8_of_word_to_float. On CUDA a value the compiler cannot fold
+            // (W's row pitch is at least K > 0): with a constant there, ptxas put the byte
+            // selector in a register and re-loaded it before every PRMT.
+            // (The autoschedulers want estimates for every parameter, a stride has none.)
+            Expr magic;
+            if (get_target().has_feature(Target::CUDA)) {
+                magic = using_autoscheduler() ? schedx::u32(0x4B000000)
+                                              : select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
+            }
             // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
             // their results are never stored.
             Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
@@ -94,15 +103,13 @@ public:
                 // Element kv of lane l's 16 in 512-element group c, k = (c*32 + l)*16 + kv:
                 // indexed by (kv, l, c), a lane's words of one step are a dense box.
                 w_rows(kv, l, c, n) = (*w)((c * 32 + l) * 4 + kv, nc);
-                wf_lane(kv, l, c, n) = schedx::int8_bits_to_float(
-                    (w_rows(kv / 4, l, c, n) >> (cast<uint32_t>(kv % 4) * 8)) & schedx::u32(0xFF));
+                wf_lane(kv, l, c, n) = schedx::int8_of_word_to_float(w_rows(kv / 4, l, c, n), kv % 4, magic);
             } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
-                wbits(k, n) = (w_rows(k / 4, n) >> (cast<uint32_t>(k % 4) * 8)) & schedx::u32(0xFF);
+                wf(k, n) = schedx::int8_of_word_to_float(w_rows(k / 4, n), k % 4, magic);
             } else {
-                wbits(k, n) = cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc)));
+                wf(k, n) = schedx::int8_of_word_to_float(cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc))), 0, magic);
             }
-            if (!coalesced) wf(k, n) = schedx::int8_bits_to_float(wbits(k, n));
         }
         if (stage == Stage::dequantize) {
             // Always word-typed (schedule=cuda_words): two outputs per word.
@@ -193,7 +200,7 @@ private:
     bool word_io = false;
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr;
-    Func xbits{"xbits"}, xf{"xf"}, wbits{"wbits"}, wf{"wf"}, acc{"acc"};
+    Func xbits{"xbits"}, xf{"xf"}, wf{"wf"}, acc{"acc"};
     // Word schedules stage these per lane: rows already clamped, so a tile of R columns or
     // B rows is a constant-size register array even at the edges (a guarded row count
     // put the staging arrays in local memory).

@@ -50,7 +50,8 @@ public:
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
         const std::string s = sched;
-        word_io = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk" || s == "cuda_words";
+        lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch";
+        word_io = lane_layout || s == "cuda_splitk" || s == "cuda_words";
         if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
             throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
@@ -99,10 +100,10 @@ public:
             // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
             // their results are never stored.
             Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
-            if (coalesced) {
-                // Element kv of lane l's 16 in 512-element group c, k = (c*32 + l)*16 + kv:
+            if (lane_layout) {
+                // Element kv of lane l's lane_run() in group c, k = (c*32 + l)*lane_run() + kv:
                 // indexed by (kv, l, c), a lane's words of one step are a dense box.
-                w_rows(kv, l, c, n) = (*w)((c * 32 + l) * 4 + kv, nc);
+                w_rows(kv, l, c, n) = (*w)((c * 32 + l) * (lane_run() / 4) + kv, nc);
                 wf_lane(kv, l, c, n) = schedx::int8_of_word_to_float(w_rows(kv / 4, l, c, n), kv % 4, magic);
             } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
@@ -126,8 +127,8 @@ public:
         } else {
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
-                if (coalesced) {  // as w_rows: the 8 words of x that meet a lane's 4 W words
-                    x_rows(kv, l, c, m) = (*x)((c * 32 + l) * 8 + kv, mc);
+                if (lane_layout) {  // as w_rows: the x words that meet a lane's W words
+                    x_rows(kv, l, c, m) = (*x)((c * 32 + l) * (lane_run() / 2) + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
                         (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
                 } else if (word_io) {
@@ -140,16 +141,30 @@ public:
                 // saying so in the extent lets their splits of r be exact.
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
-                acc(n, m) = 0.0f;
-                if (coalesced) {
-                    // The reduction runs over (kv, lane, group) itself, so that each lane's
-                    // index is a loop variable, not (k / 16) % 32, whose bounds Halide
-                    // would take as all 32 lanes.
-                    r = RDom({{0, 16}, {0, 32}, {0, kk / 512}}, "r");
-                    acc(n, m) += xf_lane(r.x, r.y, r.z, m) * wf_lane(r.x, r.y, r.z, n);
+                if (lane_layout) {
+                    // Each lane sums its own elements (over run and group: its index is
+                    // a loop variable, not (k / run) % 32, whose bounds Halide would take as
+                    // all 32 lanes), then five halvings add lane l + 16, 8, 4, 2, 1 to lane l
+                    // (one shuffle each; lanes past the live half add lane 31, unused; lane
+                    // 0 of the last holds the sum). Rotations ((l + s) % 32) cost two
+                    // shuffles and a select, lanes fewer than 32 broke the striping; the
+                    // rfactor'd form summed the 32 lanes one shuffle at a time, a third of
+                    // the M = 8 kernel's instructions.
+                    r = RDom({{0, lane_run()}, {0, kk / (32 * lane_run())}}, "r");
+                    lane_sum(l, n, m) = 0.0f;
+                    lane_sum(l, n, m) += xf_lane(r.x, l, r.y, m) * wf_lane(r.x, l, r.y, n);
+                    Func level = lane_sum;
+                    for (int shift = 16; shift >= 1; shift /= 2) {
+                        Func sum("lanes_sum_" + std::to_string(32 / shift));
+                        sum(l, n, m) = level(l, n, m) + level(min(l + shift, 31), n, m);
+                        lane_tree.push_back(sum);
+                        level = sum;
+                    }
+                    acc(n, m) = level(0, n, m);
                 } else {
                     xf(k, m) = schedx::decode_to_float(xbits(k, m), x_type);
                     r = RDom(0, kk, "r");
+                    acc(n, m) = 0.0f;
                     acc(n, m) += xf(r, m) * wf(r, n);
                 }
             } else {
@@ -195,9 +210,9 @@ public:
     }
 
 private:
-    Var kv{"kv"}, l{"l"}, c{"c"};  // coalesced layout: word in vector, lane, 512-element group
+    Var kv{"kv"}, l{"l"}, c{"c"};  // lane layout: element (or word) in a lane's run, lane, group
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
-    bool word_io = false;
+    bool word_io = false, lane_layout = false;  // lane_layout: cuda_gemv and cuda_smallbatch
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr;
     Func xbits{"xbits"}, xf{"xf"}, wf{"wf"}, acc{"acc"};
@@ -205,8 +220,15 @@ private:
     // B rows is a constant-size register array even at the edges (a guarded row count
     // put the staging arrays in local memory).
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
-    Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the coalesced layout's wf and xf
+    Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the lane layout's wf and xf
+    Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output
+    std::vector<Func> lane_tree;                   // the five rotate-and-add steps across lanes
     RDom r;
+
+    // Lane layout: elements of one lane's contiguous run in a group of 32 runs. Coalesced,
+    // 16 (four words: a lane's load_words are load_words / 4 runs 512 bytes apart); else
+    // all 4 * load_words of a step in one run.
+    int lane_run() const { return coalesced ? 16 : 4 * load_words; }
 
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
@@ -331,47 +353,42 @@ private:
             .gpu_blocks(no, mo)
             .gpu_threads(nl, nw);
 
-        RVar ro("ro"), rl("rl"), rw("rw"), rj("rj");
-        // A lane's elements of a step: 4*LW in a row, or (coalesced) LW/4 runs of 16 that
-        // are 512 apart (groups r.z of one step).
-        Func intm = coalesced ? acc.update().split(r.z, ro, rj, LW / 4).rfactor(r.y, u)
-                              : acc.update()
-                                    .split(r, ro, rl, k_step(), TailStrategy::GuardWithIf)
-                                    .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
-                                    .rfactor(rl, u);
         // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
-        // so the accumulators are a fixed set of registers: one per output and lane. A lane
-        // sums its 4*LW elements in place, so the cross-lane step shuffles R*B values (it
-        // shuffled R*B*LW when the lane kept LW partials in a vector, and the 2-wide
-        // float vectors cost packing moves in every step).
-        intm.compute_at(*y, nw).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m).gpu_lanes(u);
-        if (coalesced) {
-            intm.update().reorder(m, n, r.x, rj, ro, u).unroll(m).unroll(n).unroll(r.x).unroll(rj).gpu_lanes(u);
-            stage_vectors_in_registers(w_rows, intm, ro, 4, LW / 4, n, R);
-            stage_vectors_in_registers(x_rows, intm, ro, 8, LW / 4, m, B);
-            return;
-        }
-        intm.update()
-            .reorder(m, n, rw, ro, u)  // the R*B independent chains interleave
+        // so each lane's sums are a fixed set of registers, one per output, summed in place
+        // (2-wide float vectors per lane cost packing moves in every step). Per step a lane
+        // takes `groups` runs of lane_run() elements: LW/4 runs 512 apart (coalesced) or one.
+        const int groups = coalesced ? LW / 4 : 1;
+        auto per_lane = [&](Func f) -> Func & {
+            return f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m).gpu_lanes(l);
+        };
+        per_lane(lane_sum);
+        RVar ro("ro"), rj("rj");
+        lane_sum.update()
+            .split(r.y, ro, rj, groups)
+            .reorder(m, n, r.x, rj, ro, l)  // the R*B independent chains interleave
             .unroll(m)
             .unroll(n)
-            .unroll(rw)
-            .gpu_lanes(u);
+            .unroll(r.x)
+            .unroll(rj)
+            .gpu_lanes(l);
+        for (Func &sum : lane_tree) per_lane(sum);
         // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
-        stage_in_registers(w_rows, intm, ro, LW, n, R);
-        stage_in_registers(x_rows, intm, ro, 2 * LW, m, B);
+        stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R);
+        stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B);
     }
 
-    // The coalesced layout's per-lane tile (words, 1 lane, groups, rows) as a register array.
-    void stage_vectors_in_registers(Func rows, Func intm, RVar ro, int words, int groups, Var row, int count) {
+    // A lane's tile of `rows` (w_rows or x_rows: words of its runs x groups x rows) per step
+    // `ro` of lane_sum, as a register array: constant extents, vectors of up to 4 words (an
+    // 8-word vector became 8 scalar loads, the 128-bit access rule).
+    void stage_lane_words(Func rows, RVar ro, int words, int groups, Var row, int count) {
         Var kw("kw");
-        rows.compute_at(intm, ro)
+        rows.compute_at(lane_sum, ro)
             .store_in(MemoryType::Register)
             .bound_extent(kv, words)
             .bound_extent(l, 1)
             .bound_extent(c, groups)
             .bound_extent(row, count)
-            .split(kv, kv, kw, 4)
+            .split(kv, kv, kw, std::min(words, 4))
             .vectorize(kw)
             .unroll(kv)
             .unroll(c)

@@ -58,7 +58,7 @@ public:
         xbits(x, y) = element_bits(x, y);
         Expr value = schedx::decode_to_float(xbits(x, y), in_type);
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
-        f8(x, y) = schedx::encode_fp8(value * scale(), is_e5m2, get_target().has_feature(Target::CUDA));
+        f8(x, y) = schedx::encode_fp8(value * scale(), is_e5m2);
 
         if (word_io) {
             // Four fp8 codes per 32-bit word, lowest address in the low byte.

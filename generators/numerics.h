@@ -62,31 +62,16 @@ constexpr Fp8Format kE5M2{2, uint32_t(15 - 127) << 23, 0x47600000u /*57344*/, 11
 // format away, a runtime flag keeps both), with round-to-nearest-even, subnormals and
 // signed zero; NaN becomes 0x7F. Integer arithmetic but for one exact float add, so CPU
 // and GPU give the same bits (a float-domain Veltkamp encoder differed under FMA).
-// `cuda`: p comes straight from a GPU float multiply, whose NaN results are the positive
-// canonical NaN; the clamp is then one NaN-keeping float min of |p| (min.NaN.f32) and a
-// NaN's code saturates to 0x7F in a final integer min, two instructions where the bit
-// mask, NaN compare, integer clamp and NaN select took four on the integer pipe that
-// limits the tiled kernels (ncu: math-pipe throttle, bench/results/ncu_w8_2026-12-03_h200_52cbb5e.md).
-inline Expr encode_fp8(Expr p, Expr is_e5m2, bool cuda) {
+inline Expr encode_fp8(Expr p, Expr is_e5m2) {
     using namespace Halide;
     auto pick = [&](uint32_t e5, uint32_t e4) { return select(is_e5m2, u32(e5), u32(e4)); };
     Expr mant_bits = pick(kE5M2.mant_bits, kE4M3.mant_bits);
     Expr u = reinterpret<uint32_t>(p);
     Expr sign = (u >> 24) & u32(0x80);
-    Expr max_bits = pick(kE5M2.max_bits, kE4M3.max_bits);
-    Expr a, is_nan;
-    if (cuda) {
-        // (|p| by the bit mask, which LLVM turns into abs.f32; Halide's abs() became a
-        // compare, a select and a negating FMA.)
-        Expr magnitude = reinterpret<float>(u & u32(0x7FFFFFFF));
-        a = reinterpret<uint32_t>(Internal::Call::make(Float(32), "llvm.minimum.f32",
-                                                       {magnitude, reinterpret<float>(max_bits)}, Internal::Call::PureExtern));
-    } else {
-        a = u & u32(0x7FFFFFFF);
-        is_nan = a > u32(0x7F800000);
-        // Positive floats order like their bits: clamping the magnitude clamps the value.
-        a = min(a, max_bits);
-    }
+    Expr a = u & u32(0x7FFFFFFF);
+    Expr is_nan = a > u32(0x7F800000);
+    // Positive floats order like their bits: clamping the magnitude clamps the value.
+    a = min(a, pick(kE5M2.max_bits, kE4M3.max_bits));
 
     Expr shift = u32(23) - mant_bits;
     Expr odd = (a >> shift) & u32(1);
@@ -100,8 +85,6 @@ inline Expr encode_fp8(Expr p, Expr is_e5m2, bool cuda) {
     Expr sub = reinterpret<uint32_t>(reinterpret<float>(a) + reinterpret<float>(denorm)) - denorm;
 
     Expr mag = select(a < pick(kE5M2.min_normal_bits, kE4M3.min_normal_bits), sub, normal);
-    // (cuda: the canonical NaN's "normal" code is far above 0x7F, every number's at most 0x7E.)
-    if (cuda) return cast<uint8_t>(min(mag, u32(0x7F)) | sign);
     return cast<uint8_t>(select(is_nan, u32(0x7F), mag | sign));
 }
 

@@ -296,38 +296,9 @@ private:
         intm.update().gpu_lanes(u);
     }
 
-    // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp
-    // columns n of y and `batch` rows m. Per step each lane loads load_words W words of
-    // each of its columns in one 16-byte access (uint32 words) and the matching
-    // 2*load_words x words of each of its rows once, then uses every x value for all its
-    // columns and every weight for all its rows from registers; int8 converts by the
-    // float bit trick. The lanes' partials meet by warp shuffles at the end. Columns
-    // beyond N and rows beyond M compute clamped copies that are never stored.
-    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-03_h200_a4cf4f7.md):
-    // M = 1 gemv_r2w16_coalesced 21.0 us (75% of a 1 GiB copy's bandwidth), M = 2
-    // b2_r4w16_coalesced 25.2, M = 4 b4_r4w4_coalesced 37.3, M = 8 b8_r4w4_coalesced 58.3;
-    // M = 16 goes to the cuBLAS path (97 us; b16_r4w4_coalesced 117). Wider tiles (R columns
-    // x B rows per warp) reuse each x load R times and each weight B times, but need more
-    // than the 64 registers Halide's runtime gives a kernel by default: at 64 they spilled
-    // (ncu, b8_r1w8_coalesced: L1/TEX 96% of peak, DRAM 13%), so variants.json gives them
-    // 128 or 255 (jit_max_registers; b8_r4w2 138 -> 61 us, w8_jit_registers_*_9ac1143.md).
-    // From M = 4 the kernel issues ~16 instructions per weight at M = 8 (8 FMAs, the int8
-    // bit-trick conversion, x's bf16 unpacking shared by R columns) at ~50% issue
-    // efficiency. Lanes keep one scalar sum per output: with a 2-wide float vector per lane
-    // (the first version) every step paid packing moves and the end LW times the shuffles
-    // (M = 1 29.3 us, M = 8 898 us). Tried and removed: 32/C lanes per column and C columns
-    // per warp, sums meeting in shared memory, to share each x load among C lanes (M = 8:
-    // 128 us); int-to-float conversion of W (M = 4 47.3 us); more warps per block or 16
-    // words on the plain layout (slower); biasing the four bytes of a word with one xor
-    // (LLVM folds it back into the per-byte form: same PTX).
-    // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
-    // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
-    // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
-    // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
-    // A lane's words x rows tile of `rows` (w_rows or x_rows) per step `ro` of `intm`, as a
-    // register array: constant extents (the guarded K split hides that a step is whole;
-    // bound_extent restates it), one vector load per row.
-    // Vectors of 4 words: an 8-word vector became 8 scalar loads (the 128-bit access rule).
+    // cuda_splitk: a lane's `words` W words x `count` columns per step `ro` of `intm`, as
+    // a register array: constant extents (the guarded K split hides that a step is whole;
+    // bound_extent restates it), vectors of up to 4 words (the 128-bit access rule).
     void stage_in_registers(Func rows, Func intm, RVar ro, int words, Var row, int count) {
         Var kv("kv");
         rows.compute_at(intm, ro)
@@ -340,6 +311,37 @@ private:
             .unroll(row);
     }
 
+    // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp
+    // columns n of y and `batch` rows m. Per step each lane loads load_words W words of
+    // each of its columns in 16-byte accesses (uint32 words) and the matching
+    // 2*load_words x words of each of its rows once, then uses every x value for all its
+    // columns and every weight for all its rows from registers; int8 converts by the
+    // float bit trick (one PRMT and one add per weight). Each lane keeps one sum per
+    // output; five shuffle-and-add halvings combine the lanes. Columns beyond N and rows
+    // beyond M compute clamped copies that are never stored.
+    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-03_h200_8a03a1d.md):
+    // M = 1 gemv_r2w8_coalesced 19.9 us (80% of a 1 GiB copy's bandwidth), M = 2
+    // b2_r4w16_coalesced 21.6, M = 4 b4_r4w4 32.3, M = 8 b8_r8w4_coalesced 48.1, M = 16
+    // b16_r4w4_coalesced 93.8 (the cuBLAS path 98.6). Two changes took M = 8 from 58.5 to
+    // 48.1 us and M = 4 from 37.3 to 32.3 (ncu_w8_2026-12-03_h200_52cbb5e.md): the lanes'
+    // sums met by lane 0 reading all 32 lanes one shuffle at a time, a third of the M = 8
+    // kernel's instructions; and the int8 conversion's shifts and masks kept the integer
+    // pipe 82% busy at M = 1. M = 1 now waits on memory (long-scoreboard stalls); M = 8
+    // issues ~14 instructions per weight (8 FMAs), one per scheduler in 2 of 3 cycles
+    // (ncu), 3 warps per scheduler at 128 registers.
+    // Wider tiles (R columns x B rows per warp) reuse each x load R times and each weight B
+    // times, but need more than the 64 registers Halide's runtime gives a kernel by
+    // default: at 64 they spilled (ncu, b8_r1w8_coalesced: L1/TEX 96% of peak, DRAM 13%),
+    // so variants.json gives them 128 or 255 (jit_max_registers; b8_r4w2 138 -> 61 us,
+    // w8_jit_registers_*_9ac1143.md). With a 2-wide float vector per lane (the first
+    // version) every step paid packing moves (M = 1 29.3 us, M = 8 898 us). Tried and
+    // removed: 32/C lanes per column and C columns per warp, sums meeting in shared memory,
+    // to share each x load among C lanes (M = 8: 128 us); int-to-float conversion of W
+    // (M = 4 47.3 us); more warps per block or 16 words on the plain layout (slower).
+    // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
+    // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
+    // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
+    // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
     void schedule_cuda_warp_rows() {
         const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
         constrain_words();

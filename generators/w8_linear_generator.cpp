@@ -222,7 +222,7 @@ private:
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
     Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the lane layout's wf and xf
     Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output
-    std::vector<Func> lane_tree;                   // the five rotate-and-add steps across lanes
+    std::vector<Func> lane_tree;                   // the five shuffle-and-add halvings across lanes
     RDom r;
 
     // Lane layout: elements of one lane's contiguous run in a group of 32 runs. Coalesced,
@@ -360,8 +360,9 @@ private:
         // (2-wide float vectors per lane cost packing moves in every step). Per step a lane
         // takes `groups` runs of lane_run() elements: LW/4 runs 512 apart (coalesced) or one.
         const int groups = coalesced ? LW / 4 : 1;
-        auto per_lane = [&](Func f) -> Func & {
-            return f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m).gpu_lanes(l);
+        auto per_lane = [&](Func f) {  // Func is a handle: scheduling the copy schedules f
+            f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
+            f.gpu_lanes(l);
         };
         per_lane(lane_sum);
         RVar ro("ro"), rj("rj");

@@ -88,14 +88,14 @@ public:
         // THE ALGORITHM
         // Element bits from word-typed buffers: byte/half i of a word is element 4j+i / 2j+i.
         if (w) {
-            // 2^23's bits for int8_of_word_to_float. On CUDA a value the compiler cannot fold
-            // (W's row pitch is at least K > 0): with a constant there, ptxas put the byte
-            // selector in a register and re-loaded it before every PRMT.
-            // (The autoschedulers want estimates for every parameter, a stride has none.)
+            // 2^23's bits for int8_of_word_to_float's PRMT, as a value the compiler cannot
+            // fold (W's row pitch is at least K > 0): with a constant there, ptxas put the
+            // byte selector in a register and re-loaded it before every PRMT. Left undefined
+            // (shifts and masks) on the CPU and for the autoschedulers, which want an
+            // estimate for every parameter (a stride has none) and cannot cost the intrinsic.
             Expr magic;
-            if (get_target().has_feature(Target::CUDA)) {
-                magic = using_autoscheduler() ? schedx::u32(0x4B000000)
-                                              : select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
+            if (get_target().has_feature(Target::CUDA) && !using_autoscheduler()) {
+                magic = select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
             }
             // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
             // their results are never stored.

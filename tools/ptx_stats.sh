@@ -4,7 +4,8 @@
 # count (.text bytes / 16). The tiled cast_transpose kernels are issue-bound, so the count
 # is a useful proxy between H200 runs. Usage: tools/ptx_stats.sh build/runtime/*.stmt
 # MAXRREG=<n>: compile with that register cap (as the JIT does for jit_max_registers).
-# SASS_DIR=<dir>: also write each kernel's SASS there (needs cuobjdump: the GPU machine).
+# SASS_DIR=<dir>: also write each kernel's SASS there and print its opcode counts
+# (tools/sass_opcodes.py; cuobjdump is on the GPU machine only).
 set -euo pipefail
 ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
 tmp=$(mktemp -d)
@@ -33,5 +34,6 @@ print(n)")
   printf '%-48s %6s SASS  %s\n' "$(basename "$stmt" .stmt)" "$sass" "$info"
   if [ -n "${SASS_DIR:-}" ]; then
     cuobjdump -sass "$tmp/k.cubin" > "$SASS_DIR/$(basename "$stmt" .stmt).sass"
+    "$(dirname "$0")/sass_opcodes.py" --top 10 "$SASS_DIR/$(basename "$stmt" .stmt).sass"
   fi
 done

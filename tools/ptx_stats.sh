@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Static cost of the CUDA kernels in generated .stmt files, without a GPU: ptxas compiles
 # each variant's PTX for sm_90; reports registers, spills, stack and the SASS instruction
-# count (.text bytes / 16). The tiled cast_transpose kernels are issue-bound, so the count
-# is a useful proxy between H200 runs. Usage: tools/ptx_stats.sh build/runtime/*.stmt
+# count (.text bytes / 16), a proxy for issue cost between H200 runs: it tracked the w8
+# small-batch kernels' times, not the cast kernels' (9% fewer, same time: 8a03a1d).
+# Usage: tools/ptx_stats.sh build/runtime/*.stmt
 # MAXRREG=<n>: compile with that register cap (as the JIT does for jit_max_registers).
 # SASS_DIR=<dir>: also write each kernel's SASS there and print its opcode counts
 # (tools/sass_opcodes.py; cuobjdump is on the GPU machine only).

@@ -52,7 +52,7 @@ public:
         const std::string s = sched;
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch";
         word_io = lane_layout || s == "cuda_splitk" || s == "cuda_words";
-        if (coalesced && (!(s == "cuda_gemv" || s == "cuda_smallbatch") || load_words % 4 != 0)) {
+        if (coalesced && (!lane_layout || load_words % 4 != 0)) {
             throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
         }
@@ -356,9 +356,9 @@ private:
             .gpu_threads(nl, nw);
 
         // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
-        // so each lane's sums are a fixed set of registers, one per output, summed in place
-        // (2-wide float vectors per lane cost packing moves in every step). Per step a lane
-        // takes `groups` runs of lane_run() elements: LW/4 runs 512 apart (coalesced) or one.
+        // so each lane's sums are a fixed set of registers, one per output, summed in place.
+        // Per step a lane takes `groups` runs of lane_run() elements: LW/4 runs 512 apart
+        // (coalesced) or one.
         const int groups = coalesced ? LW / 4 : 1;
         auto per_lane = [&](Func f) {  // Func is a handle: scheduling the copy schedules f
             f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);

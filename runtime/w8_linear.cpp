@@ -85,13 +85,13 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 
 // Untuned preference, from the H200's measurements: the cuBLAS path goes behind the
 // general kernel for small work (its three launches cost ~10 us, which the general
-// kernel's rate, 615 us at M = 16 and N = K = 8192, matches near 2^24 multiply-adds), and
-// ahead of the small-batch kernels above M = 8 (N = K = 8192: M = 16 97 against 117 us,
-// M = 8 97 against 58.5; explore_w8_linear_2026-12-03_h200_1d239a5.md).
+// kernel's rate, 615 us at M = 16 and N = K = 8192, matches near 2^24 multiply-adds).
+// The small-batch kernels stay ahead of it up to M = 16: b16_r4w4_coalesced took 28.3 /
+// 90.9 / 79.3 / 93.8 us at (N, K) = 4096^2 / (14336, 4096) / (4096, 14336) / 8192^2
+// against cuBLAS's 30.6 / 90.7 / 89.1 / 98.6 (explore_w8_m8_m16_2026-12-03_h200_1a12608.md).
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
-    if (is_cublas_path(v)) return !large;
-    return v.param("schedule") == "cuda_smallbatch" && c.m > 8 && large && cublas_fits(c);
+    return is_cublas_path(v) && !large;
 }
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM

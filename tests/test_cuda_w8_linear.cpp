@@ -179,7 +179,7 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
     }
 }
 
-TEST_CASE("untuned dispatch: the cuBLAS path for large work above M = 8 or misaligned, not for small work") {
+TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused kernels up to M = 16") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     // x's rows 2 bytes off 16: no fused kernel runs it; 16 x 4096 x 4096 multiply-adds are
     // far past the general kernel's break-even with cuBLAS's three launches.
@@ -187,15 +187,17 @@ TEST_CASE("untuned dispatch: the cuBLAS path for large work above M = 8 or misal
     CHECK(check_w8(big).error == "");
     const char *last = schedx_last_variant("w8_linear");
     CHECK(std::string(last ? last : "none").find("cublas") != std::string::npos);
-    // Aligned, M = 16: the small-batch kernel would run it, but cuBLAS is faster there.
-    W8Case aligned{16, 4096, 4096};
-    CHECK(check_w8(aligned).error == "");
+    // Aligned, M = 8 and M = 16: the small-batch kernels, as fast as cuBLAS or faster there.
+    for (int64_t m : {8, 16}) {
+        W8Case aligned{m, 4096, 4096};
+        CHECK(check_w8(aligned).error == "");
+        CHECK(schedule_of_last() == "cuda_smallbatch");
+    }
+    // Aligned, M = 17: past the small-batch kernels, cuBLAS.
+    W8Case seventeen{17, 4096, 4096};
+    CHECK(check_w8(seventeen).error == "");
     last = schedx_last_variant("w8_linear");
     CHECK(std::string(last ? last : "none").find("cublas") != std::string::npos);
-    // M = 8 stays on the fused kernel, the faster one there.
-    W8Case eight{8, 4096, 4096};
-    CHECK(check_w8(eight).error == "");
-    CHECK(schedule_of_last() == "cuda_smallbatch");
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");

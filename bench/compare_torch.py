@@ -732,21 +732,34 @@ def host_cost(rep, timer):
     rows.append([label, "eager torch (4 kernels)", rep.attempt("host cost eager", lambda: per_call(
         lambda: eager(x, scale))), rep.attempt("eager small kernel time", lambda: timer(lambda: eager(x, scale)))])
     if schedx.has_w8_linear():
-        xw = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
-        w = torch.randint(-128, 128, (4096, 4096), device="cuda", dtype=torch.int8)
-        scales = (torch.rand(4096, device="cuda") * 0.01 + 0.001).to(torch.bfloat16)
-        y = torch.empty(1, 4096, device="cuda", dtype=torch.bfloat16)
-        wargs = (xw.data_ptr(), 1, 4096, 4096, _capi.BF16, w.data_ptr(), 4096, 4096, scales.data_ptr(), _capi.BF16,
-                 None, y.data_ptr(), 4096, _capi.DEVICE_CUDA, stream)
+        # N = K = 1024: the GEMV takes ~3 us, so back-to-back calls measure the host.
+        nk = 1024
+        xw = torch.randn(1, nk, device="cuda", dtype=torch.bfloat16)
+        w = torch.randint(-128, 128, (nk, nk), device="cuda", dtype=torch.int8)
+        scales = (torch.rand(nk, device="cuda") * 0.01 + 0.001).to(torch.bfloat16)
+        y = torch.empty(1, nk, device="cuda", dtype=torch.bfloat16)
+        wargs = (xw.data_ptr(), 1, nk, nk, _capi.BF16, w.data_ptr(), nk, nk, scales.data_ptr(), _capi.BF16,
+                 None, y.data_ptr(), nk, _capi.DEVICE_CUDA, stream)
         _capi.check(lib.schedx_w8_linear(*wargs))
+        # The same 15 arguments with M = 0: ctypes' conversions and the C ABI's first
+        # check, no dispatch or launch; the floor under any ctypes binding of this call.
+        rejected = (wargs[0], 0) + wargs[2:]
         kt = rep.attempt("host cost w8 kernel", lambda: timer(lambda: schedx.w8_linear(xw, w, scales)))
-        label = "w8_linear M=1 N=K=4096"
+        wd = w.to(torch.bfloat16)
+        label = f"w8_linear M=1 N=K={nk}"
         rows.append([label, "schedx Python API", rep.attempt("host cost w8 python", lambda: per_call(
             lambda: schedx.w8_linear(xw, w, scales))), kt])
         rows.append([label, "schedx Python API, output given (out=)", rep.attempt("host cost w8 python out",
                      lambda: per_call(lambda: schedx.w8_linear(xw, w, scales, out=y))), kt])
         rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost w8 C ABI", lambda: per_call(
             lambda: lib.schedx_w8_linear(*wargs))), kt])
+        rows.append([label, "ctypes floor: the same call rejected at M = 0 (no launch)", rep.attempt(
+            "host cost ctypes floor", lambda: per_call(lambda: lib.schedx_w8_linear(*rejected))), "-"])
+        rows.append([label, "torch.empty of y alone", rep.attempt("host cost torch.empty", lambda: per_call(
+            lambda: torch.empty((1, nk), dtype=torch.bfloat16, device=0))), "-"])
+        rows.append([label, "eager F.linear on bf16 W (one kernel)", rep.attempt("host cost eager linear",
+                     lambda: per_call(lambda: F.linear(xw, wd))), rep.attempt(
+                         "eager linear kernel time", lambda: timer(lambda: F.linear(xw, wd)))])
     return md_table(["call", "path", "host us per call", "GPU kernel us"], rows)
 
 

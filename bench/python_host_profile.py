@@ -47,11 +47,12 @@ def main():
     cols = torch.empty(256, 256, device="cuda", dtype=torch.float8_e4m3fn)
     profile("cast_transpose_fp8 256x256, out= given", lambda: schedx.cast_transpose_fp8(x, scale, out=(rows, cols.T)))
     profile("cast_transpose_fp8 256x256", lambda: schedx.cast_transpose_fp8(x, scale))
-    xw = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
-    w = torch.randint(-128, 128, (4096, 4096), device="cuda", dtype=torch.int8)
-    scales = torch.rand(4096, device="cuda").to(torch.bfloat16)
-    y = torch.empty(1, 4096, device="cuda", dtype=torch.bfloat16)
-    profile("w8_linear M=1 N=K=4096, out= given", lambda: schedx.w8_linear(xw, w, scales, out=y))
+    xw = torch.randn(1, 1024, device="cuda", dtype=torch.bfloat16)
+    w = torch.randint(-128, 128, (1024, 1024), device="cuda", dtype=torch.int8)
+    scales = torch.rand(1024, device="cuda").to(torch.bfloat16)
+    y = torch.empty(1, 1024, device="cuda", dtype=torch.bfloat16)
+    profile("w8_linear M=1 N=K=1024", lambda: schedx.w8_linear(xw, w, scales))
+    profile("w8_linear M=1 N=K=1024, out= given", lambda: schedx.w8_linear(xw, w, scales, out=y))
 
 
 if __name__ == "__main__":

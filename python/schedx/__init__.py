@@ -199,6 +199,57 @@ def _scale_argument(scale, xa):
     return scale
 
 
+# ---------------------------------------------------------------- torch CUDA fast path
+# Issue 5 bounds the host time of an eager call. For torch CUDA tensors in the usual
+# layout (2-D, unit column stride, more than one column) the calls below read each
+# tensor with the fewest accessors and go straight to the C ABI, which checks sizes,
+# leading dimensions and pointers itself. Anything else returns None from these helpers
+# and takes the general path, which checks every argument and says what is wrong.
+
+class _TorchFast:
+    """What the fast path needs from torch and the library, looked up once."""
+
+    __slots__ = ("tensor", "codes", "int8", "float32", "fp8", "stream", "empty", "lib")
+
+    def __init__(self, torch, raw_stream):
+        self.tensor, self.codes = torch.Tensor, _torch_dtypes(torch)
+        self.int8, self.float32 = torch.int8, torch.float32
+        self.fp8 = {fmt: getattr(torch, "float8_" + fmt) for fmt in _capi.FP8_FORMATS}
+        self.stream, self.empty, self.lib = raw_stream, torch.empty, _capi.lib()
+
+
+_fast = None
+
+
+def _torch_fast():
+    """The fast path's handles once torch is imported, else None (numpy-only callers)."""
+    global _fast
+    if _fast is None:
+        torch = sys.modules.get("torch")
+        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+        if raw is None:
+            return None
+        _fast = _TorchFast(torch, raw)
+    return _fast
+
+
+def _cuda_matrix(t, device):
+    """(rows, cols, leading dimension) of `t` if it is a non-empty row-major torch CUDA
+    matrix on `device` with more than one column, else None."""
+    st = t.stride()
+    if len(st) != 2 or st[1] != 1 or t.get_device() != device:
+        return None
+    rows, cols = t.shape
+    if rows < 1 or cols < 2 or (rows > 1 and st[0] < cols):
+        return None
+    return rows, cols, st[0] if rows > 1 else cols
+
+
+def _cuda_vector(t, n, device):
+    """Whether `t` is a contiguous torch CUDA vector of n elements on `device`."""
+    return t.shape == (n,) and t.stride() == (1,) and t.get_device() == device
+
+
 def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False, out=None):
     """Fused fp8 cast + transpose of a 2-D x (bf16, fp16 or fp32, row-major, any row
     stride): fp8(clamp(x * scale, -FMAX, FMAX)) written row-major and column-major.
@@ -215,6 +266,11 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     have a row stride larger than K; cols must be the transpose of a [K, M] array with unit
     column stride (any row stride >= M). Returns `out`.
     """
+    fast = _fast or _torch_fast()
+    if fast is not None and out is None and isinstance(x, fast.tensor) and isinstance(scale, fast.tensor):
+        result = _cast_transpose_cuda(fast, x, scale, fmt, rows, cols, amax)
+        if result is not None:
+            return result
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
     if xa.dtype == _capi.INT8:
@@ -247,6 +303,29 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     return out
 
 
+def _cast_transpose_cuda(fast, x, scale, fmt, rows, cols, amax):
+    """cast_transpose_fp8 on the fast path, with new outputs; None if it does not apply."""
+    device = x.get_device()
+    shape = _cuda_matrix(x, device) if device >= 0 else None
+    xt = fast.codes.get(x.dtype)
+    fp8 = fast.fp8.get(fmt)
+    if (shape is None or xt is None or xt == _capi.INT8 or fp8 is None or scale.dtype is not fast.float32 or
+            scale.shape != (1,) or scale.get_device() != device or not (rows or cols)):
+        return None
+    m, k, ldx = shape
+    empty = fast.empty
+    out_rows = empty((m, k), dtype=fp8, device=device) if rows else None
+    out_cols = empty((k, m), dtype=fp8, device=device).T if cols else None
+    out_amax = empty((1,), dtype=fast.float32, device=device) if amax else None
+    out_inv = empty((1,), dtype=fast.float32, device=device) if amax else None
+    _capi.check(fast.lib.schedx_cast_transpose_fp8(
+        x.data_ptr(), m, k, ldx, xt, scale.data_ptr(), _capi.FP8_FORMATS[fmt],
+        out_rows.data_ptr() if rows else None, k, out_cols.data_ptr() if cols else None, m,
+        out_amax.data_ptr() if amax else None, out_inv.data_ptr() if amax else None, _capi.DEVICE_CUDA,
+        fast.stream(device)))
+    return (out_rows, out_cols, out_amax, out_inv) if amax else (out_rows, out_cols)
+
+
 def has_w8_linear():
     """Whether the loaded library has the weight-only int8 linear (issue 3)."""
     return _capi.has_w8_linear()
@@ -260,6 +339,11 @@ def w8_linear(x, w, scales, bias=None, out=None):
     dtype, contiguous. Returns y [M, N] contiguous, in x's dtype; or writes `out`
     ([M, N] in x's dtype next to x, row-major, any row stride >= N) and returns it.
     """
+    fast = _fast or _torch_fast()
+    if fast is not None and isinstance(x, fast.tensor):
+        y = _w8_linear_cuda(fast, x, w, scales, bias, out)
+        if y is not None:
+            return y
     if not has_w8_linear():
         raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")
     xa, wa, sa = _Array(x, "x"), _Array(w, "w"), _Array(scales, "scales")
@@ -287,6 +371,35 @@ def w8_linear(x, w, scales, bias=None, out=None):
     _capi.check(_capi.lib().schedx_w8_linear(
         xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), ldy, xa.device,
         _stream(xa)))
+    return y
+
+
+def _w8_linear_cuda(fast, x, w, scales, bias, out):
+    """w8_linear on the fast path; None if it does not apply."""
+    T = fast.tensor
+    if not (isinstance(w, T) and isinstance(scales, T) and (bias is None or isinstance(bias, T)) and
+            (out is None or isinstance(out, T)) and hasattr(fast.lib, "schedx_w8_linear")):
+        return None
+    device = x.get_device()
+    xs = _cuda_matrix(x, device) if device >= 0 else None
+    ws = _cuda_matrix(w, device) if xs is not None else None
+    if ws is None:
+        return None
+    (m, k, ldx), (n, wk, ldw) = xs, ws
+    xt, st = fast.codes.get(x.dtype), fast.codes.get(scales.dtype)
+    if (wk != k or w.dtype is not fast.int8 or xt is None or st is None or not _cuda_vector(scales, n, device) or
+            (bias is not None and (bias.dtype is not scales.dtype or not _cuda_vector(bias, n, device)))):
+        return None
+    if out is None:
+        y, ldy = fast.empty((m, n), dtype=x.dtype, device=device), n
+    else:
+        ys = _cuda_matrix(out, device)
+        if ys is None or ys[:2] != (m, n) or out.dtype is not x.dtype:
+            return None
+        y, ldy = out, ys[2]
+    _capi.check(fast.lib.schedx_w8_linear(
+        x.data_ptr(), m, k, ldx, xt, w.data_ptr(), n, ldw, scales.data_ptr(), st,
+        None if bias is None else bias.data_ptr(), y.data_ptr(), ldy, _capi.DEVICE_CUDA, fast.stream(device)))
     return y
 
 

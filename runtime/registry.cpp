@@ -1,10 +1,11 @@
 #include "registry.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "schedx/schedx.h"
 #include "status.h"
@@ -35,12 +36,39 @@ const halide_filter_argument_t *Variant::argument(const char *arg) const {
     return i < 0 ? nullptr : &metadata->arguments[i];
 }
 
+namespace {
+
+// SCHEDX_JIT_MAX_REGISTERS="part=cap,part=cap": every variant whose name contains `part`
+// is JIT-compiled with that register cap instead of its variants.json one, so that
+// schedx-explore can time other caps without a rebuild (read once, at the first call).
+std::vector<std::pair<std::string, int>> jit_cap_overrides() {
+    std::vector<std::pair<std::string, int>> out;
+    const char *env = std::getenv("SCHEDX_JIT_MAX_REGISTERS");
+    std::istringstream items(env ? env : "");
+    std::string item;
+    while (std::getline(items, item, ',')) {
+        const auto eq = item.find('=');
+        if (eq == std::string::npos) continue;
+        const int cap = std::atoi(item.c_str() + eq + 1);
+        if (cap > 0) out.emplace_back(item.substr(0, eq), cap);
+    }
+    return out;
+}
+
+std::string join_params(const std::map<std::string, std::string, std::less<>> &params) {
+    std::string out;
+    for (const auto &[key, value] : params) out += (out.empty() ? "" : " ") + key + "=" + value;
+    return out;
+}
+
+}  // namespace
+
 const std::vector<Variant> &registry() {
     static const std::vector<Variant> variants = [] {
         std::vector<Variant> out;
         for (size_t i = 0; i < kVariantCount; i++) {
             const VariantEntry &e = kVariantTable[i];
-            Variant v{e.name, e.op, e.device, {}, e.argv, e.metadata()};
+            Variant v{e.name, e.op, e.device, {}, e.params, e.argv, e.metadata()};
             std::istringstream words(e.params);
             std::string kv;
             while (words >> kv) {
@@ -48,6 +76,12 @@ const std::vector<Variant> &registry() {
                 if (eq != std::string::npos) v.params[kv.substr(0, eq)] = kv.substr(eq + 1);
             }
             v.jit_max_registers = v.param_int("jit_max_registers", 0);
+            for (const auto &[part, cap] : jit_cap_overrides()) {
+                if (v.name.find(part) == std::string::npos) continue;
+                v.jit_max_registers = cap;
+                v.params["jit_max_registers"] = std::to_string(cap);
+                v.params_text = join_params(v.params);  // what --list and the results show
+            }
             out.push_back(std::move(v));
         }
         return out;
@@ -86,7 +120,7 @@ extern "C" schedx_status schedx_get_variant(int index, schedx_variant_info *info
     if (index < 0 || static_cast<size_t>(index) >= kVariantCount) {
         return fail(SCHEDX_ERR_UNKNOWN_VARIANT, "variant index " + std::to_string(index) + " out of range");
     }
-    const VariantEntry &e = kVariantTable[index];
-    *info = {e.name, e.op, e.device == Device::cuda ? "cuda" : "cpu", e.params};
+    const Variant &v = registry()[index];
+    *info = {v.name.c_str(), v.op.c_str(), v.device_name(), v.params_text.c_str()};
     return SCHEDX_OK;
 }

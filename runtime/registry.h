@@ -32,6 +32,7 @@ struct Variant {
     std::string name, op;
     Device device;
     std::map<std::string, std::string, std::less<>> params;
+    std::string params_text;  // params as "key=value key=value", for schedx_get_variant
     int (*argv)(void **);
     const halide_filter_metadata_t *metadata;
     // CUDA: the register cap its kernels are JIT-compiled with (variants.json's

@@ -7,6 +7,7 @@ Usage: check_explore.py path/to/schedx-explore
 """
 import csv
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,12 +52,34 @@ def check_run(explore, tmp, op, shapes, argument_sets):
     assert all(r["variant"] in texts for r in measured)
 
 
+def caps(listing):
+    """{variant name: its jit_max_registers entry or None} of a --list output."""
+    out = {}
+    for line in listing.splitlines():
+        words = line.split()
+        if words and words[0].startswith(("cast_transpose_", "w8_linear_")):
+            cap = [w.split("=", 1)[1] for w in words if w.startswith("jit_max_registers=")]
+            out[words[0]] = cap[0] if cap else None
+    return out
+
+
+def check_cap_override(explore, listing):
+    """SCHEDX_JIT_MAX_REGISTERS replaces the cap of the variants it names, and only theirs."""
+    env = dict(os.environ, SCHEDX_JIT_MAX_REGISTERS="b4_r4w4=96,no_such_variant=40")
+    over = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True, env=env).stdout
+    before, after = caps(listing), caps(over)
+    assert before.keys() == after.keys() and any("b4_r4w4" in v for v in before), sorted(before)
+    for name, cap in before.items():
+        assert after[name] == ("96" if "b4_r4w4" in name else cap), (name, cap, after[name])
+
+
 def main(explore):
     with tempfile.TemporaryDirectory() as tmp:
         for op, (shapes, argument_sets) in RUNS.items():
             check_run(explore, tmp, op, shapes, argument_sets)
     listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
     assert "cast_transpose_bf16_cpu " in listing and "w8_linear_bf16_sbf16_cpu " in listing, listing
+    check_cap_override(explore, listing)
     print("schedx-explore outputs are valid")
 
 

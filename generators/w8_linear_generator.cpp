@@ -50,9 +50,10 @@ public:
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
         const std::string s = sched;
-        lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch";
-        word_io = lane_layout || s == "cuda_splitk" || s == "cuda_words";
-        if (coalesced && (!lane_layout || load_words % 4 != 0)) {
+        lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
+        word_io = lane_layout || s == "cuda_words";
+        // Split-K interleaves single groups among its warps: a lane's run is one group there.
+        if (coalesced && (!lane_layout || s == "cuda_splitk" || load_words % 4 != 0)) {
             throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
         }
@@ -149,18 +150,27 @@ public:
                     // 0 of the last holds the sum). Rotations ((l + s) % 32) cost two
                     // shuffles and a select, lanes fewer than 32 broke the striping; the
                     // rfactor'd form summed the 32 lanes one shuffle at a time, a third of
-                    // the M = 8 kernel's instructions.
-                    r = RDom({{0, lane_run()}, {0, kk / (32 * lane_run())}}, "r");
-                    lane_sum(l, n, m) = 0.0f;
-                    lane_sum(l, n, m) += xf_lane(r.x, l, r.y, m) * wf_lane(r.x, l, r.y, n);
+                    // the M = 8 kernel's instructions. Split-K gives part s of S the groups
+                    // c = j * S + s (one warp each, the S parts then summed); elsewhere S = 1.
+                    const int S = split_parts();
+                    r = RDom({{0, lane_run()}, {0, kk / (32 * lane_run() * S)}}, "r");
+                    lane_sum(l, s, n, m) = 0.0f;
+                    lane_sum(l, s, n, m) += xf_lane(r.x, l, r.y * S + s, m) * wf_lane(r.x, l, r.y * S + s, n);
                     Func level = lane_sum;
                     for (int shift = 16; shift >= 1; shift /= 2) {
                         Func sum("lanes_sum_" + std::to_string(32 / shift));
-                        sum(l, n, m) = level(l, n, m) + level(min(l + shift, 31), n, m);
+                        sum(l, s, n, m) = level(l, s, n, m) + level(min(l + shift, 31), s, n, m);
                         lane_tree.push_back(sum);
                         level = sum;
                     }
-                    acc(n, m) = level(0, n, m);
+                    if (S == 1) {
+                        acc(n, m) = level(0, 0, n, m);
+                    } else {
+                        part(s, n, m) = level(0, s, n, m);
+                        RDom rs(0, S, "rs");
+                        acc(n, m) = 0.0f;
+                        acc(n, m) += part(rs, n, m);
+                    }
                 } else {
                     xf(k, m) = schedx::decode_to_float(xbits(k, m), x_type);
                     r = RDom(0, kk, "r");
@@ -212,7 +222,7 @@ public:
 private:
     Var kv{"kv"}, l{"l"}, c{"c"};  // lane layout: element (or word) in a lane's run, lane, group
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
-    bool word_io = false, lane_layout = false;  // lane_layout: cuda_gemv and cuda_smallbatch
+    bool word_io = false, lane_layout = false;  // lane_layout: cuda_gemv, cuda_smallbatch, cuda_splitk
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr;
     Func xbits{"xbits"}, xf{"xf"}, wf{"wf"}, acc{"acc"};
@@ -221,7 +231,8 @@ private:
     // put the staging arrays in local memory).
     Func w_rows{"w_rows"}, x_rows{"x_rows"};
     Func wf_lane{"wf_lane"}, xf_lane{"xf_lane"};  // the lane layout's wf and xf
-    Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output
+    Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output (and part)
+    Func part{"part"};                             // split-K: each part's sum of each output
     std::vector<Func> lane_tree;                   // the five shuffle-and-add halvings across lanes
     RDom r;
 
@@ -230,11 +241,13 @@ private:
     // all 4 * load_words of a step in one run.
     int lane_run() const { return coalesced ? 16 : 4 * load_words; }
 
+    // Parts of K summed by separate warps: split_k for cuda_splitk, else 1.
+    int split_parts() const { return std::string(sched) == "cuda_splitk" ? int(split_k) : 1; }
+
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
-        const std::string s = sched;
         if (stage != Stage::linear || !word_io) return 1;
-        return 32 * load_words * 4 * (s == "cuda_splitk" ? int(split_k) : 1);
+        return 32 * load_words * 4 * split_parts();
     }
 
     Expr scale_value(Expr e) {
@@ -296,21 +309,6 @@ private:
         intm.update().gpu_lanes(u);
     }
 
-    // cuda_splitk: a lane's `words` W words x `count` columns per step `ro` of `intm`, as
-    // a register array: constant extents (the guarded K split hides that a step is whole;
-    // bound_extent restates it), vectors of up to 4 words (the 128-bit access rule).
-    void stage_in_registers(Func rows, Func intm, RVar ro, int words, Var row, int count) {
-        Var kv("kv");
-        rows.compute_at(intm, ro)
-            .store_in(MemoryType::Register)
-            .bound_extent(k, words)
-            .bound_extent(row, count)
-            .split(k, k, kv, std::min(words, 4))
-            .vectorize(kv)
-            .unroll(k)
-            .unroll(row);
-    }
-
     // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp
     // columns n of y and `batch` rows m. Per step each lane loads load_words W words of
     // each of its columns in 16-byte accesses (uint32 words) and the matching
@@ -347,7 +345,7 @@ private:
     // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
     // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
     void schedule_cuda_warp_rows() {
-        const int R = rows_per_warp, LW = load_words, B = batch, WB = warps;
+        const int R = rows_per_warp, B = batch, WB = warps;
         constrain_words();
         y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
             .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
@@ -358,14 +356,18 @@ private:
             .unroll(ni)
             .gpu_blocks(no, mo)
             .gpu_threads(nl, nw);
+        schedule_lanes(*y, nw, R, B);
+    }
 
-        // The warp's tile is R x B outputs even at the edges of y (the reads are clamped),
-        // so each lane's sums are a fixed set of registers, one per output, summed in place.
-        // Per step a lane takes `groups` runs of lane_run() elements: LW/4 runs 512 apart
-        // (coalesced) or one.
-        const int groups = coalesced ? LW / 4 : 1;
+    // A warp's lane layout, computed at `at`'s loop `warp`: each lane's R x B sums as
+    // registers (the tile is whole even at the edges of y: the reads are clamped), then the
+    // halvings. Per step a lane takes `groups` runs of lane_run() elements: load_words / 4
+    // runs 512 apart (coalesced) or one, with its R x load_words W words and B x
+    // 2 * load_words x words loaded once as vectors.
+    void schedule_lanes(Func at, Var warp, int R, int B) {
+        const int groups = coalesced ? load_words / 4 : 1;
         auto per_lane = [&](Func f) {  // Func is a handle: scheduling the copy schedules f
-            f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
+            f.compute_at(at, warp).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
             f.gpu_lanes(l);
         };
         per_lane(lane_sum);
@@ -379,7 +381,6 @@ private:
             .unroll(rj)
             .gpu_lanes(l);
         for (Func &sum : lane_tree) per_lane(sum);
-        // Per lane and step: R x LW W words and B x 2*LW x words, loaded once as vectors.
         stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R);
         stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B);
     }
@@ -402,31 +403,24 @@ private:
             .unroll(row);
     }
 
-    // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU. Here
-    // a block owns rows_per_warp columns and split_k warps share their K range
-    // (interleaved steps, 16-byte W loads); each warp's partial goes through shared
-    // memory and one thread per output sums split_k of them. M rows run as blocks.
-    // H200, M = 1: 88.7 us at N = K = 4096 and 184 us at 8192, 8x the GEMV variants (not
-    // yet analysed); for the small N it is meant for (N <= 1024) not yet measured.
+    // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU and
+    // each warp walks its whole row. Here a block owns rows_per_warp columns and split_k
+    // warps share their K range, each in the GEMV's lane layout over every split_k-th
+    // group; the parts meet in shared memory and one thread per column adds them.
     void schedule_cuda_splitk() {
-        const int R = rows_per_warp, LW = load_words, S = split_k;
-        const int step = 32 * LW * 4;
+        const int R = rows_per_warp, S = split_k;
         constrain_words();
         y->split(n, no, ni, R, TailStrategy::GuardWithIf).reorder(ni, no, m).gpu_blocks(no, m).gpu_threads(ni);
-
-        RVar ro("ro"), rs("rs"), rl("rl"), rw("rw"), rb("rb");
-        Func per_warp = acc.update()
-                            .split(r, ro, rl, step * S, TailStrategy::GuardWithIf)
-                            .split(rl, rs, rl, step, TailStrategy::GuardWithIf)
-                            .split(rl, rl, rw, 4 * LW, TailStrategy::GuardWithIf)
-                            .split(rw, rw, rb, 4, TailStrategy::GuardWithIf)
-                            .rfactor(rs, s);
-        Func intm = per_warp.update().rfactor({{rl, u}, {rw, v}});
-        per_warp.compute_at(*y, no).bound_extent(n, R).store_in(MemoryType::GPUShared).split(s, s, nl, 1).gpu_threads(nl, s);
-        per_warp.update().split(s, s, nl, 1).reorder(n, nl, s).unroll(n).gpu_threads(nl, s);
-        intm.compute_at(per_warp, s).bound_extent(n, R).vectorize(v).unroll(n).gpu_lanes(u);
-        intm.update().reorder(v, rb, n, ro, u).vectorize(v).unroll(rb).unroll(n).gpu_lanes(u);
-        stage_in_registers(w_rows, intm, ro, LW, n, R);
+        Var sl("sl");
+        part.compute_at(*y, no)
+            .store_in(MemoryType::GPUShared)
+            .bound_extent(s, S)
+            .bound_extent(n, R)
+            .split(s, s, sl, 1)
+            .reorder(n, sl, s)
+            .unroll(n)
+            .gpu_threads(sl, s);
+        schedule_lanes(part, s, R, 1);
     }
 
     // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores

@@ -9,9 +9,7 @@
 // W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
 // fp32 result into y with the scale and bias. `rescale` instead scales a y that the GEMM
 // wrote in x's dtype, in place: two roundings, as PyTorch's own linear(...) * scales, for
-// half the epilogue's traffic and no fp32 result. `dequantize` with `scaled` writes
-// W * scales (rounded once per weight; exact for power-of-two scales), so that the GEMM
-// writes y itself: two roundings again, and no pass over y at all. Tried and removed: the scales as a
+// half the epilogue's traffic and no fp32 result. Tried and removed: the scales as a
 // per-row alpha vector of cuBLASLt (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO), one
 // rounding and no pass over y; cuBLASLt 13 on the H200 has no bf16 or fp16 algorithm
 // for it (heuristic status 15, not supported).
@@ -30,7 +28,6 @@ public:
     GeneratorParam<ElemType> x_type{"x_type", ElemType::bf16, schedx::elem_type_names()};      // bf16 | fp16
     GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp32
     GeneratorParam<bool> with_bias{"with_bias", false};
-    GeneratorParam<bool> scaled{"scaled", false};  // stage=dequantize: W * scales, not W
     GeneratorParam<Stage> stage{"stage", Stage::linear,
                                 {{"linear", Stage::linear},
                                  {"dequantize", Stage::dequantize},
@@ -52,7 +49,6 @@ public:
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
-        if (scaled && stage != Stage::dequantize) throw std::invalid_argument("scaled takes stage=dequantize");
         const std::string s = sched;
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
         word_io = lane_layout || s == "cuda_words";
@@ -73,7 +69,6 @@ public:
             break;
         case Stage::dequantize:
             w = add_input<Buffer<>>("w", word_io ? UInt(32) : Int(8), 2);
-            if (scaled) scales = add_input<Buffer<>>("scales", scale_t, 1);
             w_out = add_output<Buffer<>>("w_out", half_t, 2);
             break;
         case Stage::epilogue:
@@ -120,12 +115,8 @@ public:
         }
         if (stage == Stage::dequantize) {
             // Always word-typed (schedule=cuda_words): two outputs per word.
-            auto half = [&](Expr f) {
-                if (!scaled) return schedx::small_int_to_half_bits(f, x_type);
-                Expr sc = scale_value((*scales)(clamp(n, 0, scales->dim(0).extent() - 1)));
-                return schedx::float_to_half_bits(f * sc, x_type);
-            };
-            (*w_out)(k, n) = half(wf(2 * k, n)) | (half(wf(2 * k + 1, n)) << 16);
+            (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
+                             (schedx::small_int_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
         } else if (stage == Stage::rescale) {
             // n counts words of two outputs here.
             auto scaled = [&](Expr bits, Expr col) {

@@ -35,8 +35,6 @@ struct W8LinearCall {
 // The large-M path's two forms: a dequantize variant (fp32 GEMM result, epilogue) or a
 // rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
 bool is_rescale_path(const Variant &v) { return v.param("stage") == "rescale"; }
-// W * scales dequantized, then the GEMM writes y: no epilogue.
-bool is_scaled_path(const Variant &v) { return v.param("scaled") == "true"; }
 bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_rescale_path(v); }
 
 // The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
@@ -96,26 +94,11 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     return is_cublas_path(v) && !large;
 }
 
-schedx_status run_scaled_path(const Variant &v, const W8LinearCall &c, bool fp16, void *stream, void *ctx) {
-    schedx_status s;
-    void *ws = nullptr;
-    const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256, &ws))) return s;
-    PipelineCall call(v, stream, ctx);
-    call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
-    call.bind_vector("scales", c.scales, c.n, c.scale_bytes);
-    call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
-    if ((s = call.run())) return s;
-    return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
-}
-
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
-// the fused variants do), or (rescale) y written by the GEMM and scaled in place, or
-// (scaled) W * scales into the workspace and y written by the GEMM alone.
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
-    if (is_scaled_path(v)) return run_scaled_path(v, c, fp16, stream, ctx);
     const bool rescale = is_rescale_path(v);
     const std::string_view x_type = v.param("x_type");
     // The other stage's variant, looked up once per kind (candidates memoises by key).
@@ -123,8 +106,7 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     if (rescale) {
         const auto &found = candidates("w8_linear", Device::cuda, "dequantize:" + std::string(x_type),
                                        [&](const Variant &r) {
-                                           return r.param("stage") == "dequantize" && !is_scaled_path(r) &&
-                                                  r.param("x_type") == x_type;
+                                           return r.param("stage") == "dequantize" && r.param("x_type") == x_type;
                                        });
         dequant = found.empty() ? nullptr : found.front();
     } else {
@@ -207,10 +189,10 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                       {m, n, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
         // The dequantize path leaves scale and bias to its epilogue, so it serves every
-        // kind; the rescale and scaled ones read scales of their type and add no bias
-        // (after the GEMM's rounding it would round again).
+        // kind; the rescale one reads scales of its type and adds no bias (after the
+        // GEMM's rounding it would round again).
         if (v.param("x_type") != x_type) return false;
-        if (is_rescale_path(v) || is_scaled_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
+        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
         return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });

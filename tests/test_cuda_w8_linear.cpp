@@ -103,9 +103,9 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
         const bool cublas = is_cublas(p);
         const schedx_dtype xt = p["x_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
         // The dequantize path serves every scale dtype and bias setting through its
-        // epilogue; the rescale and scaled ones their scale dtype without bias.
+        // epilogue; the rescale one its scale dtype without bias.
         std::vector<std::pair<schedx_dtype, bool>> kinds;
-        if (p["stage"] == "dequantize" && p["scaled"] != "true") {
+        if (p["stage"] == "dequantize") {
             kinds = {{SCHEDX_BF16, false}, {SCHEDX_BF16, true}, {SCHEDX_FP32, false}, {SCHEDX_FP32, true}};
         } else {
             kinds = {{p["scale_type"] == "fp32" ? SCHEDX_FP32 : SCHEDX_BF16, p["with_bias"] == "true"}};

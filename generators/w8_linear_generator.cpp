@@ -407,6 +407,11 @@ private:
     // each warp walks its whole row. Here a block owns rows_per_warp columns and split_k
     // warps share their K range, each in the GEMV's lane layout over every split_k-th
     // group; the parts meet in shared memory and one thread per column adds them.
+    // H200, M = 1 (explore_w8_splitk_2026-12-03_h200_140082f.md): (N, K) = (1024, 14336)
+    // splitk4_r2w4 8.30 us against 11.60 for the best GEMV, (2048, 8192) 7.79 against 8.36;
+    // within 4% of the GEMV at N = 256..1024 and K = 8192. S = 4 is the widest split whose
+    // step (2048) divides K = 14336. The version before this one (rfactor over lanes and
+    // parts, 32-step lane loop) took 2.5x the GEMV even at N = 128.
     void schedule_cuda_splitk() {
         const int R = rows_per_warp, S = split_k;
         constrain_words();

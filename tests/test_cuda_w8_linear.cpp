@@ -181,7 +181,7 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
     }
 }
 
-TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused kernels up to M = 16") {
+TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused kernels up to M = 16, split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     // x's rows 2 bytes off 16: no fused kernel runs it; 16 x 4096 x 4096 multiply-adds are
     // far past the general kernel's break-even with cuBLAS's three launches.
@@ -203,6 +203,13 @@ TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused ke
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");
+    // M = 1: split-K for few, long rows (N <= 2048, K >= 4N), the GEMV otherwise.
+    W8Case long_rows{1, 1024, 14336};
+    CHECK(check_w8(long_rows).error == "");
+    CHECK(schedule_of_last() == "cuda_splitk");
+    W8Case square{1, 4096, 4096};
+    CHECK(check_w8(square).error == "");
+    CHECK(schedule_of_last() == "cuda_gemv");
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

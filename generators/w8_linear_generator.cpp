@@ -132,9 +132,6 @@ public:
                     x_rows(kv, l, c, m) = (*x)((c * 32 + l) * (lane_run() / 2) + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
                         (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
-                } else if (word_io) {
-                    x_rows(k, m) = (*x)(k, mc);  // k counts words here
-                    xbits(k, m) = (x_rows(k / 2, m) >> (cast<uint32_t>(k % 2) * 16)) & schedx::u32(0xFFFF);
                 } else {
                     xbits(k, m) = cast<uint32_t>((*x)(k, mc));
                 }

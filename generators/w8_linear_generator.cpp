@@ -331,12 +331,12 @@ private:
     // w8_jit_registers_*_9ac1143.md). Two caps sit between those, from runs with
     // SCHEDX_JIT_MAX_REGISTERS (explore_w8_caps_2026-12-03_h200_5882e1a.md): b8_r8w4_coalesced
     // at 192 (M = 8 45.1 us; 48.6 at 255, 54.8 at 168 where it spills) and b4_r4w8_coalesced
-    // at 96 (M = 4 31.2 us, 5 blocks per SM instead of 3; 36.6 at 255).
-    // With a 2-wide float vector per lane (the first
-    // version) every step paid packing moves (M = 1 29.3 us, M = 8 898 us). Tried and
-    // removed: 32/C lanes per column and C columns per warp, sums meeting in shared memory,
-    // to share each x load among C lanes (M = 8: 128 us); int-to-float conversion of W
-    // (M = 4 47.3 us); more warps per block or 16 words on the plain layout (slower).
+    // at 96 (M = 4 31.2 us, 5 blocks per SM instead of 3; 36.6 at 255). With a 2-wide
+    // float vector per lane (the first version) every step paid packing moves (M = 1
+    // 29.3 us, M = 8 898 us). Tried and removed: 32/C lanes per column and C columns per
+    // warp, sums meeting in shared memory, to share each x load among C lanes (M = 8:
+    // 128 us); int-to-float conversion of W (M = 4 47.3 us); more warps per block or 16
+    // words on the plain layout (slower).
     // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
     // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
     // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes

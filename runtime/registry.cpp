@@ -66,6 +66,7 @@ std::string join_params(const std::map<std::string, std::string, std::less<>> &p
 const std::vector<Variant> &registry() {
     static const std::vector<Variant> variants = [] {
         std::vector<Variant> out;
+        const auto overrides = jit_cap_overrides();
         for (size_t i = 0; i < kVariantCount; i++) {
             const VariantEntry &e = kVariantTable[i];
             Variant v{e.name, e.op, e.device, {}, e.params, e.argv, e.metadata()};
@@ -76,7 +77,7 @@ const std::vector<Variant> &registry() {
                 if (eq != std::string::npos) v.params[kv.substr(0, eq)] = kv.substr(eq + 1);
             }
             v.jit_max_registers = v.param_int("jit_max_registers", 0);
-            for (const auto &[part, cap] : jit_cap_overrides()) {
+            for (const auto &[part, cap] : overrides) {
                 if (v.name.find(part) == std::string::npos) continue;
                 v.jit_max_registers = cap;
                 v.params["jit_max_registers"] = std::to_string(cap);

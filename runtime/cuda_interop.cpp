@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -115,7 +116,110 @@ CUresult module_load_data_ex_capped(void **module, const void *image, unsigned n
     return module_load_data_ex(module, image, unsigned(opts.size()), opts.data(), vals.data());
 }
 
+// Halide launches every kernel with cuLaunchKernel, handed this wrapper as well: inside
+// an L2StreamingWindow scope it launches through cuLaunchKernelEx with the window as an
+// access-policy attribute (a per-launch attribute, so the caller's stream is untouched and
+// a CUDA graph capture records it on the kernel node).
+using LaunchKernel = CUresult (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                  void *, void **, void **);
+LaunchKernel launch_kernel = nullptr;
+
+// cuda.h's CUaccessPolicyWindow, CUlaunchAttribute and CUlaunchConfig.
+struct AccessPolicyWindow {
+    void *base_ptr;
+    size_t num_bytes;
+    float hit_ratio;
+    int hit_prop, miss_prop;
+};
+struct LaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char bytes[64];
+        AccessPolicyWindow window;
+    } value;
+};
+struct LaunchConfig {
+    unsigned grid[3], block[3], shared_bytes;
+    void *stream;
+    LaunchAttribute *attrs;
+    unsigned num_attrs;
+};
+static_assert(sizeof(LaunchAttribute) == 72, "CUlaunchAttribute is 72 bytes");
+static_assert(offsetof(LaunchConfig, stream) == 32 && offsetof(LaunchConfig, num_attrs) == 48,
+              "CUlaunchConfig layout");
+constexpr int kLaunchAttributeAccessPolicyWindow = 1;  // CU_LAUNCH_ATTRIBUTE_ACCESS_POLICY_WINDOW
+constexpr int kAccessPropertyStreaming = 1;            // CU_ACCESS_PROPERTY_STREAMING
+constexpr int kAttributeMaxWindowBytes = 109;  // CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE
+using LaunchKernelEx = CUresult (*)(const LaunchConfig *, void *, void **, void **);
+
+thread_local const void *streaming_base = nullptr;
+thread_local size_t streaming_bytes = 0;
+
+bool l2_streaming_enabled() {
+    static const bool enabled = [] {
+        const char *env = std::getenv("SCHEDX_L2_STREAMING");
+        return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return enabled;
+}
+
+// The current context's largest window (0 if the driver has no such limit to tell),
+// asked once per device.
+size_t max_window_bytes() {
+    struct Entries {
+        CUresult (*ctx_get_device)(int *) = nullptr;
+        CUresult (*device_get_attribute)(int *, int, int) = nullptr;
+        std::atomic<int> bytes[kMaxDevices];  // -1: not asked yet
+        Entries() {
+            for (auto &b : bytes) b = -1;
+            bind_symbol(libcuda(), ctx_get_device, "cuCtxGetDevice");
+            bind_symbol(libcuda(), device_get_attribute, "cuDeviceGetAttribute");
+        }
+    };
+    static Entries e;
+    int dev = 0;
+    if (!e.ctx_get_device || !e.device_get_attribute || e.ctx_get_device(&dev) != 0 || dev < 0 || dev >= kMaxDevices) {
+        return 0;
+    }
+    int bytes = e.bytes[dev].load(std::memory_order_relaxed);
+    if (bytes < 0) {
+        if (e.device_get_attribute(&bytes, kAttributeMaxWindowBytes, dev) != 0) bytes = 0;
+        e.bytes[dev].store(bytes, std::memory_order_relaxed);
+    }
+    return size_t(bytes);
+}
+
+CUresult launch_kernel_with_window(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                   unsigned bz, unsigned shared_bytes, void *stream, void **params, void **extra) {
+    static const LaunchKernelEx launch_ex = [] {
+        LaunchKernelEx fn = nullptr;
+        bind_symbol(libcuda(), fn, "cuLaunchKernelEx");
+        return fn;
+    }();
+    const size_t window_bytes = streaming_bytes ? std::min(streaming_bytes, max_window_bytes()) : 0;
+    if (!launch_ex || window_bytes == 0) {
+        return launch_kernel(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);
+    }
+    LaunchAttribute window{};
+    window.id = kLaunchAttributeAccessPolicyWindow;
+    window.value.window = {const_cast<void *>(streaming_base), window_bytes, 1.0f, kAccessPropertyStreaming,
+                           kAccessPropertyStreaming};
+    const LaunchConfig config{{gx, gy, gz}, {bx, by, bz}, shared_bytes, stream, &window, 1};
+    return launch_ex(&config, f, params, extra);
+}
+
 }  // namespace
+
+L2StreamingWindow::L2StreamingWindow(const void *base, size_t bytes)
+    : previous_base_(streaming_base), previous_bytes_(streaming_bytes) {
+    streaming_base = base;
+    streaming_bytes = l2_streaming_enabled() ? bytes : 0;
+}
+L2StreamingWindow::~L2StreamingWindow() {
+    streaming_base = previous_base_;
+    streaming_bytes = previous_bytes_;
+}
 
 JitRegisterCap::JitRegisterCap(int max_registers) : previous_(jit_max_registers) {
     jit_max_registers = max_registers;
@@ -298,7 +402,8 @@ int cuda_driver_version() {
 }  // namespace schedx
 
 // Replaces the Halide runtime's weak definition: the same lookup in the driver library,
-// except that cuModuleLoadDataEx goes through the register cap above.
+// except that cuModuleLoadDataEx goes through the register cap and cuLaunchKernel through
+// the L2 window above.
 extern "C" void *halide_cuda_get_symbol(void *, const char *name) {
     void *lib = schedx::libcuda();
     if (!lib) return nullptr;
@@ -306,6 +411,10 @@ extern "C" void *halide_cuda_get_symbol(void *, const char *name) {
     if (symbol && std::strcmp(name, "cuModuleLoadDataEx") == 0) {
         schedx::module_load_data_ex = reinterpret_cast<schedx::ModuleLoadDataEx>(symbol);
         return reinterpret_cast<void *>(&schedx::module_load_data_ex_capped);
+    }
+    if (symbol && std::strcmp(name, "cuLaunchKernel") == 0) {
+        schedx::launch_kernel = reinterpret_cast<schedx::LaunchKernel>(symbol);
+        return reinterpret_cast<void *>(&schedx::launch_kernel_with_window);
     }
     return symbol;
 }

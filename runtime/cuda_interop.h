@@ -60,6 +60,23 @@ private:
     int previous_;
 };
 
+// For the scope, kernels that Halide launches on this thread read [base, base + bytes) as
+// streaming data: an L2 access-policy window with the streaming property (evict first),
+// so that an operand read once does not push out what other kernels left in L2 (dirty
+// lines included). Past the device's largest window, the rest of the range is read
+// normally. SCHEDX_L2_STREAMING=0 turns it off.
+class L2StreamingWindow {
+public:
+    L2StreamingWindow(const void *base, size_t bytes);
+    ~L2StreamingWindow();
+    L2StreamingWindow(const L2StreamingWindow &) = delete;
+    L2StreamingWindow &operator=(const L2StreamingWindow &) = delete;
+
+private:
+    const void *previous_base_;
+    size_t previous_bytes_;
+};
+
 schedx_status cuda_wrap(CudaCallContext *ctx, halide_buffer_t *buf, const void *ptr);
 void cuda_detach(CudaCallContext *ctx, halide_buffer_t *buf);
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cublas_gemm.h"
+#include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
@@ -211,5 +212,10 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
 
     PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);
+    // The lane-layout kernels read each weight once: W streams through L2 so that it does
+    // not evict x, y and what the caller's other kernels keep there.
+    const std::string_view schedule = v->param("schedule");
+    const bool w_read_once = schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk";
+    const L2StreamingWindow window(c.w, w_read_once ? size_t((c.n - 1) * c.ldw + c.k) : 0);
     return call.run();
 }

@@ -203,10 +203,16 @@ TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused ke
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");
-    // M = 1: split-K for few, long rows (N <= 2048, K >= 4N), the GEMV otherwise.
-    W8Case long_rows{1, 1024, 14336};
-    CHECK(check_w8(long_rows).error == "");
-    CHECK(schedule_of_last() == "cuda_splitk");
+    // M = 1: split-K for few, long rows (N <= 2048, K >= 4N), with every dtype pair and
+    // bias (splitk4 divides K = 14336), the GEMV otherwise.
+    const W8Case long_rows[] = {{1, 1024, 14336},
+                                {1, 1024, 14336, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true},
+                                {1, 1024, 14336, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32},
+                                {1, 1024, 14336, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}};
+    for (const W8Case &c : long_rows) {
+        CHECK(check_w8(c).error == "");
+        CHECK(schedule_of_last() == "cuda_splitk");
+    }
     W8Case square{1, 4096, 4096};
     CHECK(check_w8(square).error == "");
     CHECK(schedule_of_last() == "cuda_gemv");

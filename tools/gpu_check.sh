@@ -34,8 +34,9 @@ for step in $steps; do
       for run in ${SANITIZE_RUNS:-memcheck:schedx_cuda_tests racecheck:schedx_cuda_tests \
                  memcheck:schedx_cuda_w8_tests racecheck:schedx_cuda_w8_tests}; do
         set -- ${run/:/ }
-        # racecheck slows kernels by orders of magnitude: one shape set per variant (quick_run)
-        quick=$([ "$1" = racecheck ] && echo 1 || true)
+        # racecheck slows kernels by orders of magnitude: one shape set per variant (quick_run);
+        # SCHEDX_TEST_QUICK=1 asks the same of memcheck.
+        quick=$([ "$1" = racecheck ] && echo 1 || echo "${SCHEDX_TEST_QUICK:-}")
         # Each run is bounded (SANITIZE_TIMEOUT s) so that one slow tool leaves the others' logs.
         SCHEDX_TEST_QUICK=$quick timeout "${SANITIZE_TIMEOUT:-280}" \
           compute-sanitizer --tool "$1" --error-exitcode 9 build/tests/$2 \

@@ -3,7 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
@@ -150,13 +149,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
         call.bind_matrix("tile_amax", tiles, tiles_y, tiles_x, tiles_x, 4);
     }
-    {
-        // The tiled kernels read x once (unless a separate amax pass reads it again after):
-        // x streams through L2 instead of evicting the lines other kernels left there.
-        const bool x_read_once = v->param("schedule") == "cuda_tiled" && (fused_amax || !want_amax);
-        const L2StreamingWindow window(x, x_read_once ? size_t((m - 1) * ldx + k) * size_t(elem_bytes) : 0);
-        if ((s = call.run())) return s;
-    }
+    if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);
     return SCHEDX_OK;
 }

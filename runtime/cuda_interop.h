@@ -63,8 +63,9 @@ private:
 // For the scope, kernels that Halide launches on this thread read [base, base + bytes) as
 // streaming data: an L2 access-policy window with the streaming property (evict first),
 // so that an operand read once does not push out what other kernels left in L2 (dirty
-// lines included). Past the device's largest window, the rest of the range is read
-// normally. SCHEDX_L2_STREAMING=0 turns it off.
+// lines included). Past the device's largest window, the rest is read normally.
+// SCHEDX_L2_STREAMING=0 turns it off. Used for w8_linear's W; the cast kernels write as
+// many bytes as they read and gained nothing (l2_streaming_2026-12-03_h200_27c6a22.md).
 class L2StreamingWindow {
 public:
     L2StreamingWindow(const void *base, size_t bytes);

@@ -96,7 +96,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // at N = 256..1024 (explore_w8_splitk_2026-12-03_h200_140082f.md).
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
-    if (v.param("schedule") == "cuda_gemv") return c.n <= 2048 && c.k >= 4 * c.n;
+    const std::string_view s = v.param("schedule");
+    if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
     return is_cublas_path(v) && !large;
 }
 

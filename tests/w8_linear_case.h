@@ -67,6 +67,7 @@ inline uint16_t round_to_half(double v, schedx_dtype t) {
     const double a = std::fabs(v);
     if (a >= 65520.0) return sign | 0x7C00;
     auto hi = std::lower_bound(vals.begin(), vals.end(), a);
+    if (hi == vals.end()) return sign | 0x7BFF;  // (65504, 65520): down to the largest finite
     uint32_t code = uint32_t(hi - vals.begin());
     if (*hi != a && code > 0) {
         const double d_hi = *hi - a, d_lo = a - vals[code - 1];

@@ -2,7 +2,7 @@
 // CUDA stream and on a different case at any moment (ragged shapes on the general
 // variants, aligned ones on the tiled, GEMV and small-batch ones): every result must equal
 // the serial run's byte for byte, outputs poisoned before each call. Then a first call on
-// a stream that is being captured into a CUDA graph. Exits 77 (ctest: skipped) without a
+// a stream that is being captured into a CUDA graph, and a GEMV captured. Exits 77 (ctest: skipped) without a
 // CUDA device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -187,6 +187,46 @@ TEST_CASE("a first call on a stream under CUDA graph capture") {
     REQUIRE(cudaMemcpy(got, stats.ptr, 8, cudaMemcpyDeviceToHost) == cudaSuccess);
     CHECK(got[0] == 3.0f);
     CHECK(got[1] == 1.0f);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+}
+
+// The GEMV launches with W in an L2 streaming window (a cuLaunchKernelEx attribute): the
+// capture must record it and the replay compute y. x = 1 and integer W make y exact.
+TEST_CASE("a GEMV under CUDA graph capture") {
+    const int64_t n = 256, k = 1024;
+    std::vector<uint16_t> x(size_t(k), 0x3F80), scales(size_t(n), 0x3F80);  // bf16 1.0
+    std::vector<int8_t> w(size_t(n * k));
+    std::vector<float> want(size_t(n), 0.0f);
+    for (int64_t i = 0; i < n; i++) {
+        for (int64_t j = 0; j < k; j++) {
+            w[size_t(i * k + j)] = int8_t((i * 7 + j * j) % 9 - 4);
+            want[size_t(i)] += float(w[size_t(i * k + j)]);
+        }
+    }
+    DeviceBuffer dx(x.size() * 2, x.data()), dw(w.size(), w.data()), ds(scales.size() * 2, scales.data()),
+        dy(size_t(n) * 2);
+    REQUIRE(cudaMemset(dy.ptr, 0xFF, size_t(n) * 2) == cudaSuccess);  // NaN until the replay writes
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    const schedx_status st = schedx_w8_linear(dx.ptr, 1, k, k, SCHEDX_BF16, dw.as<int8_t>(), n, k, ds.ptr, SCHEDX_BF16,
+                                              nullptr, dy.ptr, n, SCHEDX_DEVICE_CUDA, s);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+    CHECK_MESSAGE(st == SCHEDX_OK, schedx_last_error());
+    const char *variant = schedx_last_variant("w8_linear");
+    CHECK(std::string(variant ? variant : "none").find("gemv") != std::string::npos);
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+    REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+    std::vector<uint16_t> y(static_cast<size_t>(n));
+    REQUIRE(cudaMemcpy(y.data(), dy.ptr, y.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    int wrong = 0;
+    for (int64_t i = 0; i < n; i++) wrong += y[size_t(i)] != ref::float_to_bf16(want[size_t(i)]);
+    CHECK(wrong == 0);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);

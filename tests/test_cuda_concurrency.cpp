@@ -195,7 +195,7 @@ TEST_CASE("a first call on a stream under CUDA graph capture") {
 // The GEMV launches with W in an L2 streaming window (a cuLaunchKernelEx attribute): the
 // capture must record it and the replay compute y. x = 1 and integer W make y exact.
 TEST_CASE("a GEMV under CUDA graph capture") {
-    const int64_t n = 256, k = 1024;
+    const int64_t n = 1024, k = 1024;  // K < 4N: the GEMV, not split-K
     std::vector<uint16_t> x(size_t(k), 0x3F80), scales(size_t(n), 0x3F80);  // bf16 1.0
     std::vector<int8_t> w(size_t(n * k));
     std::vector<float> want(size_t(n), 0.0f);

@@ -314,10 +314,11 @@ private:
     // float bit trick (one PRMT and one add per weight). Each lane keeps one sum per
     // output; five shuffle-and-add halvings combine the lanes. Columns beyond N and rows
     // beyond M compute clamped copies that are never stored.
-    // H200, N = K = 8192 (bench/results/explore_w8_linear_2026-12-03_h200_140082f.md):
-    // M = 1 gemv_r2w8_coalesced 20.0 us (80% of a 1 GiB copy's bandwidth), M = 2
-    // b2_r4w16_coalesced 21.7, M = 4 b4_r4w8_coalesced 30.7, M = 8 b8_r8w4_coalesced 44.7,
-    // M = 16 b16_r4w4_coalesced 93.6 (the cuBLAS path 98.6). Two changes took M = 8 from 58.5 to
+    // H200, N = K = 8192, W launched in an L2 streaming window by the runtime
+    // (bench/results/w8_l2_window_2026-12-03_h200_bfb14d0.md): M = 1 gemv_r2w8_coalesced
+    // 19.3 us (82% of a 1 GiB copy's bandwidth), M = 2 b2_r4w16_coalesced 21.0, M = 4
+    // b4_r4w8_coalesced 30.1, M = 8 b8_r8w4_coalesced 44.5, M = 16 b16_r4w4_coalesced 93.3
+    // (the cuBLAS path 98.6). Two changes took M = 8 from 58.5 to
     // 48.1 us and M = 4 from 37.3 to 32.3 (ncu_w8_2026-12-03_h200_52cbb5e.md): the lanes'
     // sums met by lane 0 reading all 32 lanes one shuffle at a time, a third of the M = 8
     // kernel's instructions; and the int8 conversion's shifts and masks kept the integer

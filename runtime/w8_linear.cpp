@@ -136,8 +136,6 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
         PipelineCall call(*dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
         call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
-        // int8 W streams through L2, so that the last of the dequantized W stays there for the GEMM.
-        const L2StreamingWindow window(c.w, size_t((c.n - 1) * c.ldw + c.k));
         if ((s = call.run())) return s;
     }
     PipelineCall call(*epilogue, stream, ctx);

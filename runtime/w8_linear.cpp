@@ -90,10 +90,11 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // The small-batch kernels stay ahead of it up to M = 16: b16_r4w4_coalesced took 28.3 /
 // 90.9 / 79.3 / 93.8 us at (N, K) = 4096^2 / (14336, 4096) / (4096, 14336) / 8192^2
 // against cuBLAS's 30.6 / 90.7 / 89.1 / 98.6 (explore_w8_m8_m16_2026-12-03_h200_1a12608.md).
-// Split-K goes ahead of the GEMV for few, long rows, where a warp per row leaves the GPU
-// waiting on each row's loads: M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us,
-// (2048, 14336) 11.0 against 13.3, (2048, 8192) 7.79 against 8.36; within 4% either way
-// at N = 256..1024 (explore_w8_splitk_2026-12-03_h200_140082f.md).
+// Split-K goes ahead of the GEMV (and of the small-batch kernels, at M = 1 a slower GEMV)
+// for few, long rows, where a warp per row leaves the GPU waiting on each row's loads:
+// M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us, (2048, 14336) 11.0 against 13.3,
+// (2048, 8192) 7.79 against 8.36; within 4% either way at N = 256..1024
+// (explore_w8_splitk_2026-12-03_h200_140082f.md).
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");

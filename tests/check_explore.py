@@ -1,7 +1,7 @@
 """Runs schedx-explore on the CPU for each operator on two small shapes and checks what it
 writes: every database line is a complete record, the CSV has one row per measurement,
 the SVG is XML with a bar per measured variant, and dispatch afterwards uses the recorded
-shapes.
+shapes; then one --dirty-cache run.
 
 Usage: check_explore.py path/to/schedx-explore
 """
@@ -73,10 +73,24 @@ def check_cap_override(explore, listing):
         assert after[name] == ("96" if "b4_r4w4" in name else cap), (name, cap, after[name])
 
 
+def check_dirty_cache(explore, tmp):
+    """--dirty-cache times each call alone after dirtying the cache, and records like a normal run."""
+    db = Path(tmp) / "dirty.jsonl"
+    run = subprocess.run([explore, "--device", "cpu", "--op", "w8_linear", "--shapes", "1x64x64", "--variants",
+                          "bf16_sbf16_cpu", "--repeats", "1", "--dirty-cache", "--db", str(db)],
+                         capture_output=True, text=True, check=True)
+    print(run.stdout)
+    assert "Timing: each call alone, after a write of" in run.stdout, run.stdout
+    records = [json.loads(line) for line in db.read_text().splitlines()]
+    assert [r["variant"] for r in records] == ["w8_linear_bf16_sbf16_cpu"], records
+    assert records[0]["median_us"] > 0 and records[0]["shape"] == [1, 64, 64], records
+
+
 def main(explore):
     with tempfile.TemporaryDirectory() as tmp:
         for op, (shapes, argument_sets) in RUNS.items():
             check_run(explore, tmp, op, shapes, argument_sets)
+        check_dirty_cache(explore, tmp)
     listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
     assert "cast_transpose_bf16_cpu " in listing and "w8_linear_bf16_sbf16_cpu " in listing, listing
     check_cap_override(explore, listing)

@@ -29,7 +29,13 @@ public:
     virtual void copy(void *dst, const void *src, size_t bytes) = 0;
     // Microseconds for launch(0) .. launch(n - 1) issued back to back, until all finished.
     virtual double elapsed_us(const std::function<void(int)> &launch, int n) = 0;
+    // The sum of launch(0) .. launch(n - 1)'s times, each call timed alone right after a
+    // write of kDirtyCacheFactor x the cache, which leaves the cache full of dirty lines
+    // (what triton.testing.do_bench's flush does, and so the conditions of the torch anchors).
+    virtual double elapsed_us_dirty(const std::function<void(int)> &launch, int n) = 0;
 };
+
+constexpr size_t kDirtyCacheFactor = 4;
 
 std::unique_ptr<Backend> make_cpu_backend();
 // nullptr, with the reason in `why`, when no CUDA device is usable.

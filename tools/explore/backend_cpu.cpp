@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "backend.h"
 #include "tuning_db.h"
@@ -35,6 +36,20 @@ public:
         for (int i = 0; i < n; i++) launch(i);
         return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     }
+    double elapsed_us_dirty(const std::function<void(int)> &launch, int n) override {
+        dirt_.resize(kDirtyCacheFactor * cache_bytes());
+        double us = 0;
+        for (int i = 0; i < n; i++) {
+            std::memset(dirt_.data(), i & 0xFF, dirt_.size());
+            const auto start = std::chrono::steady_clock::now();
+            launch(i);
+            us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+        }
+        return us;
+    }
+
+private:
+    std::vector<uint8_t> dirt_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <stdexcept>
+#include <vector>
 
 #include "tuning_db.h"
 
@@ -26,6 +27,8 @@ public:
     ~CudaBackend() override {
         cudaEventDestroy(start_);
         cudaEventDestroy(stop_);
+        for (cudaEvent_t e : marks_) cudaEventDestroy(e);
+        if (dirt_) cudaFree(dirt_);
     }
     schedx_device device() const override { return SCHEDX_DEVICE_CUDA; }
     const char *device_kind() const override { return "cuda"; }
@@ -56,10 +59,35 @@ public:
         check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
         return ms * 1e3;
     }
+    double elapsed_us_dirty(const std::function<void(int)> &launch, int n) override {
+        const size_t dirt_bytes = kDirtyCacheFactor * l2_bytes_;
+        if (!dirt_) dirt_ = alloc(dirt_bytes);
+        while (marks_.size() < 2 * size_t(n)) {
+            cudaEvent_t e;
+            check(cudaEventCreate(&e), "cudaEventCreate");
+            marks_.push_back(e);
+        }
+        for (int i = 0; i < n; i++) {
+            check(cudaMemsetAsync(dirt_, i & 0xFF, dirt_bytes, nullptr), "cudaMemsetAsync");
+            check(cudaEventRecord(marks_[2 * i], nullptr), "cudaEventRecord");
+            launch(i);
+            check(cudaEventRecord(marks_[2 * i + 1], nullptr), "cudaEventRecord");
+        }
+        check(cudaEventSynchronize(marks_[2 * n - 1]), "kernel or cudaEventSynchronize");
+        double us = 0;
+        for (int i = 0; i < n; i++) {
+            float ms = 0;
+            check(cudaEventElapsedTime(&ms, marks_[2 * i], marks_[2 * i + 1]), "cudaEventElapsedTime");
+            us += ms * 1e3;
+        }
+        return us;
+    }
 
 private:
     size_t l2_bytes_;
     cudaEvent_t start_, stop_;
+    std::vector<cudaEvent_t> marks_;  // a start and a stop per call of elapsed_us_dirty
+    void *dirt_ = nullptr;
 };
 
 }  // namespace

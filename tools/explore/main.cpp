@@ -23,6 +23,14 @@ namespace {
 // Launches per timed sample are chosen so a sample lasts about this long: long enough
 // for the clock and launch gaps not to matter, short enough to explore many shapes.
 constexpr double kSampleUs = 2000;
+// With a dirty cache, calls per sample: each one follows a write of several times the cache.
+constexpr int kDirtyCallsPerSample = 50;
+
+// How variants are timed: samples per variant and whether each call meets a dirty cache.
+struct Timing {
+    int repeats;
+    bool dirty_cache;
+};
 
 const std::vector<const OpDriver *> &drivers() {
     static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver()};
@@ -30,32 +38,35 @@ const std::vector<const OpDriver *> &drivers() {
 }
 
 // Median and 10th/90th percentiles of `repeats` samples, each the mean of enough
-// back-to-back launches (rotating through the buffer sets) to last kSampleUs.
-Measurement measure(Backend &b, const std::function<void(int)> &launch, int sets, int repeats) {
+// launches (rotating through the buffer sets) to last kSampleUs: back to back, or each
+// after dirtying the cache (at most kDirtyCallsPerSample then).
+Measurement measure(Backend &b, const std::function<void(int)> &launch, int sets, const Timing &timing) {
     int next = 0;
     auto sample = [&](int n) {
         const int first = next;
         next = int((int64_t(next) + n) % sets);
-        return b.elapsed_us([&](int i) { launch(int((int64_t(first) + i) % sets)); }, n) / n;
+        auto rotated = [&](int i) { launch(int((int64_t(first) + i) % sets)); };
+        return (timing.dirty_cache ? b.elapsed_us_dirty(rotated, n) : b.elapsed_us(rotated, n)) / n;
     };
     sample(1);  // warm-up: the first call loads the CUDA module or starts the CPU thread pool
-    const int n = std::clamp(int(kSampleUs / std::max(sample(3), 0.05)), 1, 100000);
+    const int most = timing.dirty_cache ? kDirtyCallsPerSample : 100000;
+    const int n = std::clamp(int(kSampleUs / std::max(sample(3), 0.05)), 1, most);
     sample(n);
     std::vector<double> t;
-    for (int r = 0; r < repeats; r++) t.push_back(sample(n));
+    for (int r = 0; r < timing.repeats; r++) t.push_back(sample(n));
     std::sort(t.begin(), t.end());
     auto at = [&](double q) { return t[size_t(q * (t.size() - 1) + 0.5)]; };
-    return {at(0.5), at(0.1), at(0.9), repeats};
+    return {at(0.5), at(0.1), at(0.9), timing.repeats};
 }
 
 // GB/s (bytes read + written) of copying `bytes` with the same buffer rotation a
 // kernel moving 2 * `bytes` gets.
-double copy_ceiling_gbps(Backend &b, size_t bytes, int repeats) {
+double copy_ceiling_gbps(Backend &b, size_t bytes, const Timing &timing) {
     const int sets = rotation_sets(b, 2 * uint64_t(bytes));
     Pool src(b, bytes, sets), dst(b, bytes, sets);
     b.fill(src.at(0), 0x3C, src.slot_bytes() * sets);  // touched, so no page is the shared zero page
     b.fill(dst.at(0), 0, dst.slot_bytes() * sets);
-    const Measurement t = measure(b, [&](int s) { b.copy(dst.at(s), src.at(s), bytes); }, sets, repeats);
+    const Measurement t = measure(b, [&](int s) { b.copy(dst.at(s), src.at(s), bytes); }, sets, timing);
     return 2.0 * double(bytes) / t.median_us / 1e3;
 }
 
@@ -67,7 +78,7 @@ struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
     std::vector<std::string> shapes, variants;
     int repeats = 11;
-    bool list = false, all = false;
+    bool list = false, all = false, dirty_cache = false;
 };
 
 std::vector<int64_t> parse_shape(const std::string &text, const OpDriver &d) {
@@ -100,8 +111,8 @@ void print_registry() {
 
 class Explorer {
 public:
-    Explorer(Backend &b, int repeats, double run_ceiling_gbps, std::vector<std::string> only)
-        : b_(b), repeats_(repeats), run_ceiling_gbps_(run_ceiling_gbps), only_(std::move(only)), tty_(isatty(2)) {}
+    Explorer(Backend &b, Timing timing, double run_ceiling_gbps, std::vector<std::string> only)
+        : b_(b), timing_(timing), run_ceiling_gbps_(run_ceiling_gbps), only_(std::move(only)), tty_(isatty(2)) {}
 
     // Explores one shape; returns its rows (the table) and appends its records.
     std::vector<Row> shape(const OpDriver &d, const std::string &config, const std::vector<int64_t> &shape) {
@@ -113,13 +124,13 @@ public:
         throw_if_failed(inst->run(0));
         const schedx::DispatchTrace trace = *schedx::last_dispatch(d.op);
         const double ceiling =
-            run_ceiling_gbps_ > 0 ? run_ceiling_gbps_ : copy_ceiling_gbps(b_, inst->bytes_moved() / 2, repeats_);
+            run_ceiling_gbps_ > 0 ? run_ceiling_gbps_ : copy_ceiling_gbps(b_, inst->bytes_moved() / 2, timing_);
         auto row = [&](const std::string &variant, Outcome outcome, const std::string &note, Measurement t) {
             return Row{d.op, trace.workload.dtypes, shape_text, variant, outcome, note, t,
                        t.median_us > 0 ? double(inst->bytes_moved()) / t.median_us / 1e3 : 0, ceiling};
         };
         auto time_current = [&] {
-            return measure(b_, [&](int set) { throw_if_failed(inst->run(set)); }, inst->sets(), repeats_);
+            return measure(b_, [&](int set) { throw_if_failed(inst->run(set)); }, inst->sets(), timing_);
         };
         std::vector<Row> rows;
         std::vector<schedx::TuningRecord> records;
@@ -182,7 +193,7 @@ private:
     }
 
     Backend &b_;
-    int repeats_;
+    Timing timing_;
     double run_ceiling_gbps_;
     std::vector<std::string> only_;  // --variants: name parts; empty for all
     bool tty_;
@@ -214,14 +225,21 @@ int run(const Options &o) {
                        schedx::utc_date()};
     // On the GPU one large copy is the ceiling for every shape (as ../shared/ANCHORS.md
     // measures it); on the CPU the copy is sized per shape, since caches decide its speed.
+    const Timing timing{o.repeats, o.dirty_cache};
+    if (timing.dirty_cache) {
+        std::printf("Timing: each call alone, after a write of %zu MiB (%zux the %s cache) left it full of dirty "
+                    "lines, as do_bench's flush does\n",
+                    kDirtyCacheFactor * b->cache_bytes() >> 20, kDirtyCacheFactor,
+                    b->device() == SCHEDX_DEVICE_CUDA ? "L2" : "last-level");
+    }
     double run_ceiling = 0;
     if (b->device() == SCHEDX_DEVICE_CUDA) {
         std::fprintf(stderr, "measuring the device-to-device copy bandwidth\n");
-        run_ceiling = copy_ceiling_gbps(*b, size_t(1) << 30, o.repeats);
+        run_ceiling = copy_ceiling_gbps(*b, size_t(1) << 30, timing);
         std::printf("%s: device-to-device copy of 1 GiB: %.0f GB/s (read + write)\n", info.device_name.c_str(),
                     run_ceiling);
     }
-    Explorer explorer(*b, o.repeats, run_ceiling, o.variants);
+    Explorer explorer(*b, timing, run_ceiling, o.variants);
     std::vector<Row> all_rows;
     for (const OpDriver *d : selected) {
         std::vector<std::vector<int64_t>> shapes;
@@ -266,6 +284,10 @@ int main(int argc, char **argv) {
     app.add_option("--db", o.db, "tuning database (default: $SCHEDX_TUNING_DB, else ~/.cache/schedx/tuning.jsonl)");
     app.add_option("--csv", o.csv, "write every measurement to this CSV file");
     app.add_option("--svg", o.svg, "write a chart of percent-of-ceiling per variant per shape");
+    app.add_flag("--dirty-cache", o.dirty_cache,
+                 "time each call alone after writing " + std::to_string(explore::kDirtyCacheFactor) +
+                     "x the cache (L2 on the GPU), as triton's do_bench does, instead of back to back; the "
+                     "torch anchors are measured that way");
     app.add_flag("--list", o.list, "print the variant registry and exit");
     CLI11_PARSE(app, argc, argv);
     if (!o.shapes.empty() && !o.all && o.op == "all" && explore::drivers().size() > 1) {

@@ -8,6 +8,8 @@
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
 # options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
+# EXPLORE_ARGS: more schedx-explore options for the explore step, e.g. "--dirty-cache" (each
+# call timed after dirtying L2, as do_bench does).
 # NCU_RUNS (ncu step): "op:variant:shape ..." profiled by Nsight Compute, every Halide kernel
 # of one timed call (speed of light, occupancy, warp stalls, issue), e.g.
 # "w8_linear:w8_linear_bf16_sbf16_b4_r2w16_coalesced:4x8192x8192".
@@ -45,11 +47,11 @@ for step in $steps; do
       done ;;
     explore)  # issue 4: eight shapes per operator, then dispatch checked against the best.
       # Cast shapes start at 2048^2: below that a call is bound by its ~6 us of host time.
-      build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" \
+      build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
         --shapes 2048x2048,4096x4096,8192x8192,4096x14336,16384x4096,14336x4096,8192x2048,2048x8192 \
         --csv "$out/explore_cast_transpose.csv" --svg "$out/explore_cast_transpose.svg" \
         > "$out/explore_cast_transpose.md" 2> "$out/explore_cast_transpose.err" || rc=1
-      build/tools/schedx-explore --op w8_linear --device cuda --db "$out/tuning.jsonl" \
+      build/tools/schedx-explore --op w8_linear --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
         --shapes 1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,1024x8192x8192,4096x8192x8192,1x4096x4096 \
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1

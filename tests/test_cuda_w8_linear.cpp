@@ -62,7 +62,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     for (int64_t m : {1, 2, 3, 5, 8, 16, 17, 64, 300}) {
         for (int64_t n : {1, 64, 4096}) {
             for (int64_t k : {4096, 8192, 1000}) {
-                // 8192: the K step of the widest split-K tiles (16 parts of 512).
+                // 8192: two steps per part for splitk8 (4096 gives it one), so its loop over K runs.
                 if (k == 8192 && s != "cuda_splitk") continue;
                 bool runs = true;
                 if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);

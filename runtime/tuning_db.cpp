@@ -44,12 +44,17 @@ std::string env(const char *name) {
     return v ? v : "";
 }
 
+// The "timing" field: how the calls of a record were timed (explore's --dirty-cache or not).
+constexpr const char *kBackToBack = "back_to_back";
+constexpr const char *kDirtyCache = "dirty_cache";
+
 // A record as read back, with the stamp it was written with.
 struct StoredRecord {
     std::string op, dtypes, device, device_name, library_version, variant;
     int driver_version;
     std::vector<int64_t> shape;
     double median_us;
+    bool dirty_cache;
 };
 
 bool parse(const std::string &line, StoredRecord *r) {
@@ -58,8 +63,10 @@ bool parse(const std::string &line, StoredRecord *r) {
     // nlohmann converts a JSON float to an integer with a plain cast, undefined when out of
     // range (fuzz_tuning_db under UBSan: "driver_version": 1e300): integer fields must be
     // JSON integers.
-    const auto driver = j.find("driver_version"), shape = j.find("shape");
+    const auto driver = j.find("driver_version"), shape = j.find("shape"), timing = j.find("timing");
     if (driver == j.end() || !driver->is_number_integer() || shape == j.end() || !shape->is_array()) return false;
+    // Records written before the field existed were timed back to back.
+    if (timing != j.end() && (!timing->is_string() || (*timing != kBackToBack && *timing != kDirtyCache))) return false;
     for (const nlohmann::json &d : *shape) {
         if (!d.is_number_integer()) return false;
     }
@@ -72,7 +79,8 @@ bool parse(const std::string &line, StoredRecord *r) {
               j.at("variant").get<std::string>(),
               j.at("driver_version").get<int>(),
               j.at("shape").get<std::vector<int64_t>>(),
-              j.at("median_us").get<double>()};
+              j.at("median_us").get<double>(),
+              timing != j.end() && *timing == kDirtyCache};
     } catch (const nlohmann::json::exception &) {
         return false;
     }
@@ -162,18 +170,27 @@ Choice best_recorded(const Workload &w, const std::vector<const Variant *> &runn
     auto group = db.records.find({w.op, w.dtypes, device_string(w.device)});
     if (group == db.records.end()) return {nullptr, ""};
     const DeviceStamp &stamp = device_stamp(w.device);
-    // The latest median of each (shape, runnable variant): a re-measurement supersedes.
-    std::map<std::vector<int64_t>, std::map<const Variant *, double>> by_shape;
+    // The latest median of each (shape, timing, runnable variant): a re-measurement supersedes.
+    struct Times {
+        std::map<const Variant *, double> back_to_back, dirty_cache;
+        const std::map<const Variant *, double> &preferred() const {
+            return dirty_cache.empty() ? back_to_back : dirty_cache;
+        }
+    };
+    std::map<std::vector<int64_t>, Times> by_shape;
     for (const StoredRecord &r : group->second) {
         if (r.device_name != stamp.device_name || r.driver_version != stamp.driver_version ||
             r.library_version != library_version() || r.shape.size() != w.shape.size()) {
             continue;
         }
         for (const Variant *v : runnable) {
-            if (v->name == r.variant) by_shape[r.shape][v] = r.median_us;
+            if (v->name != r.variant) continue;
+            Times &t = by_shape[r.shape];
+            (r.dirty_cache ? t.dirty_cache : t.back_to_back)[v] = r.median_us;
         }
     }
-    auto fastest = [](const std::map<const Variant *, double> &times) {
+    auto fastest = [](const Times &shape_times) {
+        const std::map<const Variant *, double> &times = shape_times.preferred();
         auto it = times.begin();
         for (auto t = times.begin(); t != times.end(); ++t) {
             if (t->second < it->second) it = t;
@@ -181,7 +198,10 @@ Choice best_recorded(const Workload &w, const std::vector<const Variant *> &runn
         return it->first;
     };
     auto exact = by_shape.find(w.shape);
-    if (exact != by_shape.end()) return {fastest(exact->second), "tuned exact shape"};
+    auto timing_note = [](const Times &t) { return t.dirty_cache.empty() ? "" : ", dirty-cache timing"; };
+    if (exact != by_shape.end()) {
+        return {fastest(exact->second), std::string("tuned exact shape") + timing_note(exact->second)};
+    }
     // A recorded shape is in the call's bucket when every dimension is within 2x; the
     // nearest is the one with the least summed |log2| distance.
     const std::vector<int64_t> *nearest = nullptr;
@@ -200,7 +220,8 @@ Choice best_recorded(const Workload &w, const std::vector<const Variant *> &runn
         }
     }
     if (!nearest) return {nullptr, ""};
-    return {fastest(by_shape[*nearest]), "tuned bucket (nearest recorded shape " + shape_string(*nearest) + ")"};
+    const Times &near = by_shape[*nearest];
+    return {fastest(near), "tuned bucket (nearest recorded shape " + shape_string(*nearest) + timing_note(near) + ")"};
 }
 
 void make_parent_dirs(const std::string &path) {
@@ -270,6 +291,7 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records) {
                                           {"p10_us", r.p10_us},
                                           {"p90_us", r.p90_us},
                                           {"repeats", r.repeats},
+                                          {"timing", r.dirty_cache ? kDirtyCache : kBackToBack},
                                           {"date", date}};
         lines += j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     }

@@ -18,6 +18,7 @@ struct TuningRecord {
     std::string variant;
     double median_us, p10_us, p90_us;  // spread: 10th and 90th percentile of the repeats
     int repeats;
+    bool dirty_cache = false;  // each call timed alone after a write of several times the cache
 };
 
 // What a record is stamped with, and must match to be used.
@@ -41,7 +42,10 @@ schedx_status tuning_db_append(const std::vector<TuningRecord> &records);
 
 // Fastest recorded variant among `runnable` for the exact shape, else for the nearest
 // recorded shape in the same bucket (every dimension within 2x), with the reason; nullptr
-// when nothing usable is recorded. The file is re-read when it changes, checked at most
+// when nothing usable is recorded. Where a shape has dirty-cache records, only those are
+// compared: they time a call as a model's layer meets the cache, full of the previous
+// kernel's writes (on the H200 the back-to-back winner at 16x8192x8192 took 1.18x the
+// dirty-cache winner there). The file is re-read when it changes, checked at most
 // every 100 ms, and at the next lookup after this process appends.
 const Variant *tuning_db_best(const Workload &w, const std::vector<const Variant *> &runnable, std::string *reason);
 

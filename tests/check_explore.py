@@ -18,7 +18,7 @@ from pathlib import Path
 RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 2),
         "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 1)}
 RECORD_KEYS = {"op", "dtypes", "shape", "device", "device_name", "driver_version", "library_version",
-               "variant", "median_us", "p10_us", "p90_us", "repeats", "date"}
+               "variant", "median_us", "p10_us", "p90_us", "repeats", "timing", "date"}
 
 
 def check_run(explore, tmp, op, shapes, argument_sets):
@@ -34,6 +34,7 @@ def check_run(explore, tmp, op, shapes, argument_sets):
         assert set(r) == RECORD_KEYS, r
         assert r["op"] == op and r["device"] == "cpu" and r["driver_version"] == 0, r
         assert r["shape"] in shapes.values() and 0 < r["p10_us"] <= r["median_us"] <= r["p90_us"], r
+        assert r["timing"] == "back_to_back", r
     assert {tuple(r["shape"]) for r in records} == {tuple(s) for s in shapes.values()}
 
     rows = list(csv.DictReader(table.open()))
@@ -84,6 +85,7 @@ def check_dirty_cache(explore, tmp):
     records = [json.loads(line) for line in db.read_text().splitlines()]
     assert [r["variant"] for r in records] == ["w8_linear_bf16_sbf16_cpu"], records
     assert records[0]["median_us"] > 0 and records[0]["shape"] == [1, 64, 64], records
+    assert records[0]["timing"] == "dirty_cache", records  # dispatch ranks these above back-to-back ones
 
 
 def main(explore):

@@ -117,6 +117,32 @@ TEST_CASE("bucket: the nearest recorded shape with every dimension within 2x") {
     CHECK(reason().rfind("heuristic", 0) == 0);
 }
 
+TEST_CASE("dirty-cache records outrank back-to-back ones of the same shape") {
+    TempDb db;
+    const nlohmann::json dirty = {{"timing", "dirty_cache"}};
+    // 64x64: timed back to back the fused variant wins, after a dirty cache the unfused one
+    // (slower in absolute terms, as every dirty-cache time is): the dirty-cache ranking decides.
+    db.write(record({64, 64}, kFused, 10) + record({64, 64}, kUnfused, 20, {{"timing", "back_to_back"}}) +
+             record({64, 64}, kFused, 40, dirty) + record({64, 64}, kUnfused, 30, dirty));
+    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(reason() == "tuned exact shape, dirty-cache timing");
+    // 256x256 has only back-to-back records: they still count, for the shape and its bucket.
+    db.write(record({256, 256}, kFused, 10) + record({256, 256}, kUnfused, 20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    CHECK(dispatched(256, 256) == kFused);
+    CHECK(reason() == "tuned exact shape");
+    CHECK(dispatched(100, 48) == kUnfused);
+    CHECK(reason() == "tuned bucket (nearest recorded shape 64x64, dirty-cache timing)");
+}
+
+TEST_CASE("a record with an unknown timing is damaged, not read as either") {
+    TempDb db;
+    db.write(record({64, 64}, kUnfused, 20) + record({64, 64}, kFused, 10, {{"timing", "flushed"}}) +
+             record({64, 64}, kFused, 10, {{"timing", 1}}));
+    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(reason() == "tuned exact shape");
+}
+
 TEST_CASE("records of another device, driver, build, workload or a variant that cannot run are ignored") {
     TempDb db;
     db.write(record({64, 64}, kUnfused, 20));

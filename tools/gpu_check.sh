@@ -9,7 +9,7 @@
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
 # options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
 # EXPLORE_ARGS: more schedx-explore options for the explore step, e.g. "--dirty-cache" (each
-# call timed after dirtying L2, as do_bench does).
+# call timed after dirtying L2, as do_bench does; dispatch ranks such records first).
 # NCU_RUNS (ncu step): "op:variant:shape ..." profiled by Nsight Compute, every Halide kernel
 # of one timed call (speed of light, occupancy, warp stalls, issue), e.g.
 # "w8_linear:w8_linear_bf16_sbf16_b4_r2w16_coalesced:4x8192x8192".
@@ -46,6 +46,8 @@ for step in $steps; do
         tail -n 3 "$out/sanitizer_$1_$2.log"
       done ;;
     explore)  # issue 4: eight shapes per operator, then dispatch checked against the best.
+      # The read-only anchor first, at the sizes W takes (16, 56, 64 MiB) and at 1 GiB.
+      build/bench/schedx-read-bandwidth 16,56,64,1024 > "$out/read_bandwidth.md" 2>&1 || rc=1
       # Cast shapes start at 2048^2: below that a call is bound by its ~6 us of host time.
       build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
         --shapes 2048x2048,4096x4096,8192x8192,4096x14336,16384x4096,14336x4096,8192x2048,2048x8192 \

@@ -153,7 +153,7 @@ public:
                 }
                 const Measurement t = time_current();
                 rows.push_back(row(v->name, Outcome::ok, "", t));
-                records.push_back({trace.workload, v->name, t.median_us, t.p10_us, t.p90_us, t.repeats});
+                records.push_back({trace.workload, v->name, t.median_us, t.p10_us, t.p90_us, t.repeats, timing_.dirty_cache});
             } catch (const std::exception &e) {
                 rows.push_back(row(v->name, Outcome::failed, e.what(), {}));
                 failures_++;

@@ -4,7 +4,9 @@
 // set is several times the L2, median of repeats. A kernel of a few tens of us pays a fixed
 // ramp and drain of its own; timing the pure read at the same size shows how much of a
 // GEMV's gap to the large-copy ceiling is that fixed cost.
-// Usage: schedx-read-bandwidth [MiB,MiB,...]   (default 16,56,64,1024)
+// --dirty-cache times each launch alone after a write of 4x the L2, as schedx-explore
+// --dirty-cache and triton's do_bench do: the condition the torch anchors are measured in.
+// Usage: schedx-read-bandwidth [--dirty-cache] [MiB,MiB,...]   (default 16,56,64,1024)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -92,25 +94,39 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// Median over `repeats` samples of the mean time of back-to-back `launch(set)` calls, sets
-// rotating; each sample about 20 ms long.
+// Where a dirty-cache timing writes before each launch (4x the L2), or null: back to back.
+struct Dirtier {
+    char *scratch = nullptr;
+    size_t bytes = 0;
+};
+
+// Median over `repeats` samples of the mean time of `launch(set)` calls, sets rotating: back
+// to back, each sample about 20 ms long; or each call alone after dirtying L2 (50 a sample).
 template <typename F>
-double time_us(F launch, int sets, cudaStream_t stream, int repeats = 7) {
+double time_us(F launch, int sets, cudaStream_t stream, const Dirtier &dirty, int repeats = 7) {
     cudaEvent_t a, b;
     CHECK(cudaEventCreate(&a));
     CHECK(cudaEventCreate(&b));
     int next = 0;
     auto sample = [&](int n) {
-        CHECK(cudaEventRecord(a, stream));
-        for (int i = 0; i < n; i++) launch(next++ % sets);
-        CHECK(cudaEventRecord(b, stream));
-        CHECK(cudaEventSynchronize(b));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, a, b));
-        return 1000.0 * ms / n;
+        double total_ms = 0;
+        for (int done = 0; done < n;) {
+            const int calls = dirty.scratch ? 1 : n;
+            if (dirty.scratch) CHECK(cudaMemsetAsync(dirty.scratch, done & 0xFF, dirty.bytes, stream));
+            CHECK(cudaEventRecord(a, stream));
+            for (int i = 0; i < calls; i++) launch(next++ % sets);
+            CHECK(cudaEventRecord(b, stream));
+            CHECK(cudaEventSynchronize(b));
+            float ms = 0;
+            CHECK(cudaEventElapsedTime(&ms, a, b));
+            total_ms += ms;
+            done += calls;
+        }
+        return 1000.0 * total_ms / n;
     };
     sample(3);
-    const int n = std::clamp(int(20000.0 / std::max(sample(5), 0.5)), 5, 20000);
+    const int most = dirty.scratch ? 50 : 20000;
+    const int n = std::clamp(int(20000.0 / std::max(sample(5), 0.5)), 5, most);
     std::vector<double> t;
     for (int r = 0; r < repeats; r++) t.push_back(sample(n));
     CHECK(cudaEventDestroy(a));
@@ -139,9 +155,15 @@ void set_window(cudaStream_t stream, const void *base, size_t bytes, size_t max_
 
 int main(int argc, char **argv) {
     std::vector<size_t> mibs = {16, 56, 64, 1024};
-    if (argc > 1) {
+    bool dirty_cache = false;
+    for (int i = 1; i < argc; i++) {
+        const std::string arg = argv[i];
+        if (arg == "--dirty-cache") {
+            dirty_cache = true;
+            continue;
+        }
         mibs.clear();
-        std::stringstream s(argv[1]);
+        std::stringstream s(arg);
         for (std::string item; std::getline(s, item, ',');) mibs.push_back(std::stoul(item));
     }
     int dev = 0, sms = 0, l2 = 0, max_window = 0;
@@ -156,10 +178,21 @@ int main(int argc, char **argv) {
     unsigned *sink;
     CHECK(cudaMalloc(&sink, sizeof(unsigned)));
     const std::vector<Config> kernels = configs();
+    Dirtier dirty;
+    if (dirty_cache) {
+        dirty.bytes = 4 * size_t(l2);
+        CHECK(cudaMalloc(&dirty.scratch, dirty.bytes));
+    }
 
     std::printf("# Read-only bandwidth, %s (%d SMs, %d MiB L2)\n\n", prop.name, sms, l2 >> 20);
-    std::printf("Back-to-back launches over buffers rotated through >= 8x the L2, median of 7 samples of ~20 ms.\n"
-                "'read' is the fastest of %zu read-only kernels (16-byte loads); 'window' the same kernel with an L2\n"
+    if (dirty_cache) {
+        std::printf("Each launch timed alone after a write of %d MiB (4x the L2) left it full of dirty lines, as "
+                    "do_bench's flush does; buffers rotated, median of 7 samples of up to 50 launches.\n",
+                    4 * (l2 >> 20));
+    } else {
+        std::printf("Back-to-back launches over buffers rotated through >= 8x the L2, median of 7 samples of ~20 ms.\n");
+    }
+    std::printf("'read' is the fastest of %zu read-only kernels (16-byte loads); 'window' the same kernel with an L2\n"
                 "streaming window over its buffer; 'copy' a cudaMemcpyAsync moving the same bytes (half read, half "
                 "written).\n\n",
                 kernels.size());
@@ -184,7 +217,7 @@ int main(int argc, char **argv) {
         double best = 1e30;
         const Config *best_c = nullptr;
         for (const Config &c : kernels) {
-            const double us = time_us([&](int s) { run(c, s); }, sets, stream);
+            const double us = time_us([&](int s) { run(c, s); }, sets, stream, dirty);
             CHECK(cudaGetLastError());
             if (us < best) best = us, best_c = &c;
         }
@@ -194,17 +227,18 @@ int main(int argc, char **argv) {
                 set_window(stream, bufs[s], bytes, size_t(max_window));
                 run(*best_c, s);
             },
-            sets, stream);
+            sets, stream, dirty);
         set_window(stream, nullptr, 0, 0);
         const double copy = time_us([&](int s) { CHECK(cudaMemcpyAsync(bufs[s], bufs[(s + 1) % sets] + bytes / 2,
                                                                        bytes / 2, cudaMemcpyDeviceToDevice, stream)); },
-                                    sets, stream);
+                                    sets, stream, dirty);
         std::printf("| %zu | %s | %.2f | %.0f | %.2f | %.0f | %.2f | %.0f |\n", mib, best_c->name.c_str(), best,
                     bytes / best / 1e3, windowed, bytes / windowed / 1e3, copy, bytes / copy / 1e3);
         std::fflush(stdout);
         for (char *p : bufs) CHECK(cudaFree(p));
     }
     CHECK(cudaFree(sink));
+    if (dirty.scratch) CHECK(cudaFree(dirty.scratch));
     CHECK(cudaStreamDestroy(stream));
     return 0;
 }

@@ -319,7 +319,7 @@ private:
     // 19.3 us (82% of a 1 GiB copy's bandwidth), M = 2 b2_r4w16_coalesced 21.0, M = 4
     // b4_r4w8_coalesced 30.1, M = 8 b8_r8w4_coalesced 44.5, M = 16 b16_r4w4_coalesced 93.3
     // (the cuBLAS path 98.6). M = 5 and 6 b6_r8w4_coalesced 36.9 us against 44.2-44.8 for the
-    // best B = 8 tile, which computed 2-3 rows for nothing (w8_b6_2026-12-03_h200_*.md);
+    // best B = 8 tile, which computed 2-3 rows for nothing (w8_b6_2026-12-03_h200_bc61cff.md);
     // b6_r4w8_coalesced leads at N = 4096 (13.1 against 16.6 us at 6x4096^2). Two changes took M = 8 from 58.5 to
     // 48.1 us and M = 4 from 37.3 to 32.3 (ncu_w8_2026-12-03_h200_52cbb5e.md): the lanes'
     // sums met by lane 0 reading all 32 lanes one shuffle at a time, a third of the M = 8

@@ -5,6 +5,7 @@
 // x is [M, K] with a leading dimension; K is the contiguous dimension, called x here,
 // M is called y. The fp8 format is a runtime parameter (0 = e4m3fn, 1 = e5m2).
 #include "Halide.h"
+#include "cuda_atomics.h"
 #include "numerics.h"
 
 namespace {
@@ -27,6 +28,9 @@ public:
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile edge in elements
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
+    // cuda_tiled with amax: how the tiles' maxima become amax. kernel: a second, one-block
+    // kernel folds them; last_block: atomics, and the last tile to finish writes the result.
+    GeneratorParam<std::string> amax_fold{"amax_fold", "kernel"};
     GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
     GeneratorParam<int> pad_words{"pad_words", 0};   // cuda_tiled: shared-memory row padding
 
@@ -45,7 +49,15 @@ public:
             // runtime keeps per stream); one small second kernel folds it into amax and
             // computes scale_inv: a Tuple output, so both are one kernel.
             tile_amax = add_output<Buffer<uint32_t, 2>>("tile_amax");
-            amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
+            if (amax_fold.value() == "last_block") {
+                // Device addresses: amax_state holds {running max bits, tiles finished},
+                // zero between calls (the runtime's, per stream); the other two the caller's.
+                amax_state = add_input<uint64_t>("amax_state");
+                amax_address = add_input<uint64_t>("amax_address");
+                scale_inv_address = add_input<uint64_t>("scale_inv_address");
+            } else {
+                amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
+            }
         } else if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
             scale_inv = add_output<Buffer<float, 0>>("scale_inv");
@@ -115,7 +127,23 @@ public:
                 amax_tile_rdom = t;
             }
             Expr tiles_x = (extent_x() + tw - 1) / tw, tiles_y = (extent_y() + th - 1) / th;
-            if (tile_amax) {
+            if (amax_state) {
+                // Each tile adds its maximum with an atomic max, then counts itself done;
+                // the count's operand depends on the max's result, so the max has been
+                // performed (in L2, where every atomic is) before the count moves. The
+                // tile that counts last sees every maximum: it writes amax and scale_inv
+                // and leaves the state zero for the next call. tile_amax keeps the count.
+                Expr acc = *amax_state, done = *amax_state + 4;
+                Expr old = schedx::device_atomic_u32("max", acc, abs_bits_of(tile_max(x, y)));
+                (*tile_amax)(x, y) = schedx::device_atomic_u32("add", done, select(old == schedx::u32(0xFFFFFFFF), 2, 1));
+                RDom last(0, 1, "last");
+                last.where((*tile_amax)(x, y) == cast<uint32_t>(tiles_x * tiles_y - 1));
+                Expr total = schedx::device_atomic_u32("exch", acc, 0);
+                (*tile_amax)(x, y) = (total ^ schedx::device_atomic_u32("exch", done, 0) ^
+                                      schedx::device_atomic_u32("exch", *amax_address, total) ^
+                                      schedx::device_atomic_u32("exch", *scale_inv_address, reinterpret<uint32_t>(1.0f / scale()))) +
+                                     cast<uint32_t>(last.x);
+            } else if (tile_amax) {
                 (*tile_amax)(x, y) = abs_bits_of(tile_max(x, y));
                 // The fold: 32 x 32 threads stride over the tiles (clamped reads repeat a
                 // tile, leaving the max unchanged), then lanes, then the warps' results.
@@ -167,6 +195,7 @@ private:
     Output<Buffer<uint32_t, 2>> *tile_amax = nullptr;
     Output<Buffer<float, 0>> *scale_inv = nullptr;
     Output<Func> *amax_scale_inv = nullptr;  // the fused variants' {amax bits, scale_inv}
+    Input<uint64_t> *amax_state = nullptr, *amax_address = nullptr, *scale_inv_address = nullptr;
     Func fold_part{"fold_part"}, fold_lane{"fold_lane"}, fold{"fold"};
     RDom fold_r, fold_rows, fold_lanes;
     Func xbits{"xbits"};  // element bits in a uint32
@@ -387,18 +416,22 @@ private:
     // instead of 26 blocks per SM). One atomic max per tile instead of the fold (amax
     // zeroed first) was far slower: Halide's compare-and-swap loop with 16,384 tiles on
     // one word took 143 us at 8192^2.
+    // tile_amax's stages: the tile maximum, and with last_block the last tile's writes.
+    std::vector<Stage> tile_stages() {
+        std::vector<Stage> stages{Func(*tile_amax)};
+        if (amax_state) stages.push_back(tile_amax->update());
+        return stages;
+    }
+
     void schedule_amax_fused(Func first, int T, int TX, int R) {
         Var g("g"), gl("gl"), l("l");
         // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so
         // that the tile loops carry the names of the cast's block loops.
         tile_amax->dim(0).set_min(0);
         tile_amax->dim(1).set_min(0);
-        tile_amax->split(x, xo, xi, 1)
-            .split(y, yo, yi, 1)
-            .reorder(xi, yi, xo, yo)
-            .gpu_blocks(xo, yo)
-            .gpu_threads(xi)
-            .compute_with(first, xo);
+        for (Stage s : tile_stages()) {
+            s.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).gpu_blocks(xo, yo).gpu_threads(xi).compute_with(first, xo);
+        }
         RVar txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi");
         // per_thread(l, g): the maxima of the FW x R words this thread encoded, read back
         // from shared memory; band(g): the TX lanes of band g.
@@ -414,6 +447,7 @@ private:
         per_thread.compute_at(band, g).gpu_lanes(l);
         per_thread.update().reorder(txi, tyi, l).unroll(txi).unroll(tyi).gpu_lanes(l);
 
+        if (!amax_scale_inv) return;
         // The fold, one block of 32 x 32 threads: each thread's strided share of the tiles
         // into shared memory, a lane per column of it, and the lanes by shuffles.
         Var fb("fb"), ft("ft");

@@ -38,12 +38,15 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_int("fp8_format", c.format);
     call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
     call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
-    // Binding a name the variant lacks does nothing: amax variants have either the two
-    // buffers or the tiled kernels' Tuple output (one fold kernel for both).
+    // Binding a name the variant lacks does nothing: amax variants have the two buffers,
+    // the tiled kernels' Tuple output (one fold kernel for both), or (last_block) the
+    // addresses their last tile writes to.
     call.bind_scalar_buffer("amax", c.amax);
     call.bind_scalar_buffer("scale_inv", c.scale_inv);
     call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
     call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
+    call.bind_address("amax_address", c.amax);
+    call.bind_address("scale_inv_address", c.scale_inv);
 }
 
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
@@ -148,6 +151,11 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
         call.bind_matrix("tile_amax", tiles, tiles_y, tiles_x, tiles_x, 4);
+        if (v->argument("amax_state")) {
+            void *state = nullptr;
+            if ((s = cuda_amax_state(ctx, stream, &state))) return s;
+            call.bind_address("amax_state", state);
+        }
     }
     if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);

@@ -36,6 +36,7 @@ struct Driver {
     CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
     CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuMemAlloc)(uint64_t *, size_t);
+    CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
     CUresult (*cuCtxPushCurrent)(void *);
     CUresult (*cuCtxPopCurrent)(void **);
     CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
@@ -66,6 +67,7 @@ Driver &driver() {
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion") && sym(d.cuMemAlloc, "cuMemAlloc_v2") &&
+              sym(d.cuMemsetD32Async, "cuMemsetD32Async") &&
               sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
               sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") &&
               sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"))) {
@@ -328,6 +330,7 @@ struct StreamWorkspace {
     uint64_t scratch = 0;
     size_t bytes = 0;
     std::vector<uint64_t> retired;  // earlier, smaller scratches: see cuda_workspace
+    uint64_t amax_state = 0;        // see cuda_amax_state
     std::mutex in_use;  // see lock_stream_workspace
 };
 std::mutex workspaces_mutex;  // guards `workspaces` and each entry's scratch and bytes
@@ -381,6 +384,24 @@ schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **p
         w.bytes = grown_bytes;
     }
     *ptr = reinterpret_cast<void *>(w.scratch);
+    return SCHEDX_OK;
+}
+
+schedx_status cuda_amax_state(void *context, void *stream, void **ptr) {
+    Driver &d = driver();
+    if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    std::lock_guard<std::mutex> lock(workspaces_mutex);
+    StreamWorkspace &w = workspaces[{context, stream}];
+    if (!w.amax_state) {
+        CudaContextScope scope(context);
+        uint64_t state = 0;
+        // Zeroed on the caller's stream, so that the first kernel there sees zeros.
+        if (!scope.ok() || d.cuMemAlloc(&state, 8) != 0 || d.cuMemsetD32Async(state, 0, 2, stream) != 0) {
+            return fail(SCHEDX_ERR_KERNEL, "cannot allocate the amax state");
+        }
+        w.amax_state = state;
+    }
+    *ptr = reinterpret_cast<void *>(w.amax_state);
     return SCHEDX_OK;
 }
 

@@ -78,7 +78,11 @@ void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
 }
 
 void PipelineCall::bind_int(const char *name, int32_t value) {
-    if (Arg *a = slot(name)) a->scalar = value;
+    if (Arg *a = slot(name)) a->scalar.i32 = value;
+}
+
+void PipelineCall::bind_address(const char *name, const void *ptr) {
+    if (Arg *a = slot(name)) a->scalar.u64 = reinterpret_cast<uint64_t>(ptr);
 }
 
 schedx_status PipelineCall::run() {
@@ -106,6 +110,10 @@ schedx_status PipelineCall::run() {
             }
             argv[i] = &a.buf;
         } else {
+            const halide_type_t type = variant_.metadata->arguments[i].type;
+            if (type.code == halide_type_uint && type.bits == 64 && a.scalar.u64 == 0) {
+                return fail(SCHEDX_ERR_NULL_POINTER, variant_.name + ": address " + a.name + " not bound");
+            }
             argv[i] = &a.scalar;
         }
     }
@@ -149,7 +157,7 @@ bool PipelineCall::bounds_fit() {
             for (int d = 0; d < a.buf.dimensions; d++) query[i].dim[d] = a.dims[d];
             argv[i] = &query[i];
         } else {
-            argv[i] = const_cast<int32_t *>(&a.scalar);
+            argv[i] = const_cast<void *>(static_cast<const void *>(&a.scalar));
         }
     }
     const JitRegisterCap cap(variant_.jit_max_registers);  // the bounds query may load the module

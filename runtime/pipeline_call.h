@@ -28,6 +28,9 @@ public:
     void bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes);
     void bind_scalar_buffer(const char *name, const void *ptr);
     void bind_int(const char *name, int32_t value);
+    // A device address handed to the pipeline as a uint64 (where a kernel writes through
+    // atomics, outside Halide's buffers); run() fails if one is left unbound.
+    void bind_address(const char *name, const void *ptr);
 
     schedx_status run();
 
@@ -43,7 +46,10 @@ private:
         halide_buffer_t buf{};
         halide_dimension_t dims[2]{};
         const void *ptr = nullptr;
-        int32_t scalar = 0;
+        union {
+            int32_t i32;
+            uint64_t u64;
+        } scalar{};  // what argv points at for a scalar argument of either type
         bool is_buffer = false;
     };
     // The argument `name` of the pipeline, or nullptr if it has none.

@@ -56,6 +56,11 @@ schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_c
                                                       " rows of leading dimension " + std::to_string(s.ld) +
                                                       " span more than 2^31-1 elements");
         }
+        // A GPU load or atomic at a misaligned address is a sticky error: the context is lost.
+        if (reinterpret_cast<uintptr_t>(s.ptr) % s.elem_bytes != 0) {
+            return fail(SCHEDX_ERR_MISALIGNED, std::string(s.name) + " is not aligned to its " +
+                                                   std::to_string(s.elem_bytes) + "-byte elements");
+        }
         s.bytes = bytes;
     }
     for (size_t i = 0; i < spans.size(); i++) {

@@ -211,6 +211,10 @@ TEST_CASE("cast_transpose: each bad argument has its status and message, and not
           {SCHEDX_ERR_OVERLAP, "output amax overlaps scale_inv"}},
         C{"amax inside rows", [](CtArgs &a) { a.amax = reinterpret_cast<float *>(a.rows + 16); },
           {SCHEDX_ERR_OVERLAP, "output rows overlaps amax"}},
+        C{"x at an odd address", [](CtArgs &a) { a.x = static_cast<const uint8_t *>(a.x) + 1; },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 2-byte elements"}},
+        C{"amax 2 bytes past a float", [](CtArgs &a) { a.amax = reinterpret_cast<float *>(reinterpret_cast<uint8_t *>(a.amax) + 2); },
+          {SCHEDX_ERR_MISALIGNED, "amax is not aligned to its 4-byte elements"}},
         C{"x bytes past 2^64", [](CtArgs &a) { a.ldx = kOverflow; },
           {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
         C{"x ends past the top of the address space",
@@ -287,6 +291,10 @@ TEST_CASE("w8_linear: each bad argument has its status and message, and nothing 
         C{"y over w", [&](W8Args &a) { a.y = bytes(a.w) + 30; }, {SCHEDX_ERR_OVERLAP, "output y overlaps w"}},
         C{"y over scales", [&](W8Args &a) { a.y = bytes(a.scales); }, {SCHEDX_ERR_OVERLAP, "output y overlaps scales"}},
         C{"y over bias", [&](W8Args &a) { a.bias = bytes(a.y) + 8; }, {SCHEDX_ERR_OVERLAP, "output y overlaps bias"}},
+        C{"x at an odd address", [&](W8Args &a) { a.x = bytes(a.x) + 1; },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 2-byte elements"}},
+        C{"y at an odd address", [&](W8Args &a) { a.y = bytes(a.y) + 1; },
+          {SCHEDX_ERR_MISALIGNED, "y is not aligned to its 2-byte elements"}},
         C{"x bytes past 2^64",
           [](W8Args &a) {
               a.m = 4;

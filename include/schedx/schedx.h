@@ -45,7 +45,8 @@ typedef SCHEDX_ENUM(schedx_status) {
     SCHEDX_ERR_NO_CUDA = 12,           /* no CUDA driver or device */
     SCHEDX_ERR_KERNEL = 13,            /* the generated pipeline or the CUDA driver failed */
     SCHEDX_ERR_DATABASE = 14,          /* the tuning database could not be read or written */
-    SCHEDX_ERR_NO_VARIANT = 15         /* no variant is built for this combination */
+    SCHEDX_ERR_NO_VARIANT = 15,        /* no variant is built for this combination */
+    SCHEDX_ERR_MISALIGNED = 16         /* a pointer is not a multiple of its element size */
 } schedx_status;
 
 typedef SCHEDX_ENUM(schedx_device) { SCHEDX_DEVICE_CPU = 0, SCHEDX_DEVICE_CUDA = 1 } schedx_device;

@@ -32,6 +32,7 @@ class Status(enum.IntEnum):
     ERR_KERNEL = 13
     ERR_DATABASE = 14
     ERR_NO_VARIANT = 15
+    ERR_MISALIGNED = 16
 
 
 class SchedxError(ValueError):

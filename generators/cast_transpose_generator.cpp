@@ -46,8 +46,8 @@ public:
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
         if (with_amax && word_io) {
             // The tiled kernel writes max |x| bits per T x T tile here (a workspace the
-            // runtime keeps per stream); one small second kernel folds it into amax and
-            // computes scale_inv: a Tuple output, so both are one kernel.
+            // runtime keeps per stream). amax_fold=kernel: one small second kernel folds it
+            // into amax and computes scale_inv (a Tuple output, so both are one kernel).
             tile_amax = add_output<Buffer<uint32_t, 2>>("tile_amax");
             if (amax_fold.value() == "last_block") {
                 // Device addresses: amax_state holds {running max bits, tiles finished},
@@ -402,11 +402,20 @@ private:
             .unroll(staged.args()[1]);
     }
 
+    // tile_amax's stages: the tile maximum, and with last_block the last tile's writes.
+    std::vector<Stage> tile_stages() {
+        std::vector<Stage> stages{Func(*tile_amax)};
+        if (amax_state) stages.push_back(tile_amax->update());
+        return stages;
+    }
+
     // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
     // block fused with the cast's blocks (compute_with). Each thread of the cast's TX x T/R
     // grid reduces the word maxima (f8_words' second element) of the words it encoded; the
     // TX threads of a band of R rows meet by warp shuffles, and one thread folds the T/R
-    // band maxima. One small kernel then folds tile_amax and writes scale_inv.
+    // band maxima. Then either one small kernel folds tile_amax and writes scale_inv
+    // (kernel), or each tile's thread does it by atomics and the last tile writes both
+    // (last_block; see generate()).
     // H200, bf16 t64r8w4_amax (bench/results/gpu_checks_2026-12-02_h200_293a43e.md):
     // 8192^2 80.5 us against 73.5 us for the cast alone, 4096^2 27.5 against 22.1 us.
     // Folding every thread's partial into one shared word by an atomic max (Halide lowers
@@ -416,13 +425,12 @@ private:
     // instead of 26 blocks per SM). One atomic max per tile instead of the fold (amax
     // zeroed first) was far slower: Halide's compare-and-swap loop with 16,384 tiles on
     // one word took 143 us at 8192^2.
-    // tile_amax's stages: the tile maximum, and with last_block the last tile's writes.
-    std::vector<Stage> tile_stages() {
-        std::vector<Stage> stages{Func(*tile_amax)};
-        if (amax_state) stages.push_back(tile_amax->update());
-        return stages;
-    }
-
+    // last_block against kernel, H200, bf16 t64r8w4 (explore, back to back;
+    // bench/results/amax_last_block_2026-12-03_h200_6a52242.md): 2048^2 10.3 / 12.9 us,
+    // 4096^2 25.5 / 27.7, 4096x14336 72.8 / 76.8, but 8192^2 84.3 / 80.7 and 16384x4096
+    // 83.3 / 81.4: no second launch, but each block stays resident through two dependent
+    // atomic round trips (max, then count), which costs more than the fold kernel once a
+    // shape has ~16,000 tiles. Both are variants; the tuning database picks per shape.
     void schedule_amax_fused(Func first, int T, int TX, int R) {
         Var g("g"), gl("gl"), l("l");
         // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so

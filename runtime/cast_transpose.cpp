@@ -142,8 +142,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     bind(call, *v, c);
     const bool fused_amax = v->param("with_amax") == "true";
     // Tiled variants with fused amax write one value per tile into the stream's workspace
-    // and fold it in a second kernel; the lock keeps another thread's call on this stream
-    // from reallocating it in between.
+    // (and last_block ones keep their running maximum in the stream's amax state); the
+    // lock keeps another thread's call on this stream from reallocating or sharing them.
     std::unique_lock<std::mutex> workspace_lock;
     if (v->argument("tile_amax")) {
         const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;

@@ -108,28 +108,43 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
 
 // The last_block variants keep a running maximum per stream that each call's last tile
 // resets: a call after a larger maximum, or one on another stream in flight at the same
-// time, must still report its own. Every fused-amax tiled variant, forced, alternating
-// two streams with no synchronization between calls; NaN, infinity, zero and subnormals.
+// time, must still report its own. Every fused-amax tiled variant (the fold-kernel ones
+// too), forced, alternating two streams with no synchronization between calls; NaN,
+// infinity, zero and subnormals.
 TEST_CASE("fused amax: successive calls on two streams each report their own maximum") {
     const int64_t m = 256, k = 384;
     struct Input {
-        uint16_t fill, peak;  // bf16 bits: every element, and one element per call
+        uint16_t fill, peak;  // bits of every element, and of one element per call
         uint32_t amax;        // float bits
     };
-    const std::vector<Input> inputs{{0x3F80, 0xC47A, 0x447A0000},  // 1 and -1000
-                                    {0x3E80, 0x3F00, 0x3F000000},  // 0.25 and 0.5: below the last call
-                                    {0x3E80, 0x7FC0, 0x7FC00000},  // NaN
-                                    {0x0000, 0x8000, 0x00000000},  // zeros
-                                    {0x3E80, 0xFF80, 0x7F800000},  // -inf
-                                    {0x0001, 0x8002, 0x00020000}};  // subnormals
-    const int rounds = 3, calls = rounds * int(inputs.size());
+    const std::map<std::string, std::vector<Input>> inputs{
+        {"bf16",
+         {{0x3F80, 0xC47A, 0x447A0000},    // 1 and -1000
+          {0x3E80, 0x3F00, 0x3F000000},    // 0.25 and 0.5: below the call before
+          {0x3E80, 0x7FC0, 0x7FC00000},    // NaN
+          {0x0000, 0x8000, 0x00000000},    // zeros
+          {0x3E80, 0xFF80, 0x7F800000},    // -inf
+          {0x0001, 0x8002, 0x00020000}}},  // subnormals
+        {"fp16",
+         {{0x3C00, 0xE3D0, 0x447A0000},
+          {0x3400, 0x3800, 0x3F000000},
+          {0x3400, 0x7E00, 0x7FC00000},
+          {0x0000, 0x8000, 0x00000000},
+          {0x3400, 0xFC00, 0x7F800000},
+          {0x0001, 0x8002, 0x34000000}}}};
+    const size_t cases = 6;
+    const int rounds = 3, calls = rounds * int(cases);
     const float scale = 0x1p-3f;
-    std::vector<void *> x(inputs.size());
-    for (size_t i = 0; i < inputs.size(); i++) {
-        std::vector<uint16_t> host(size_t(m * k), inputs[i].fill);
-        host[size_t((37 * i % m) * k + (101 * i % k))] = inputs[i].peak;  // a different tile each time
-        REQUIRE(cudaMalloc(&x[i], host.size() * 2) == cudaSuccess);
-        REQUIRE(cudaMemcpy(x[i], host.data(), host.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    std::map<std::string, std::vector<void *>> x;
+    for (const auto &[dtype, list] : inputs) {
+        for (size_t i = 0; i < cases; i++) {
+            std::vector<uint16_t> host(size_t(m * k), list[i].fill);
+            host[(37 * i % m) * size_t(k) + (101 * i % k)] = list[i].peak;  // a different tile each time
+            void *d = nullptr;
+            REQUIRE(cudaMalloc(&d, host.size() * 2) == cudaSuccess);
+            REQUIRE(cudaMemcpy(d, host.data(), host.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+            x[dtype].push_back(d);
+        }
     }
     float *dscale = nullptr, *stats = nullptr;
     uint8_t *out[2][2] = {};
@@ -144,8 +159,10 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
     int checked = 0;
     for (const schedx_variant_info &info : test::variant_infos("cast_transpose", "cuda")) {
         auto p = params_of(info);
-        if (p["with_amax"] != "true" || p["schedule"] != "cuda_tiled" || p["in_type"] != "bf16") continue;
+        if (p["with_amax"] != "true" || p["schedule"] != "cuda_tiled" || !inputs.count(p["in_type"])) continue;
         CAPTURE(info.name);
+        const std::vector<Input> &list = inputs.at(p["in_type"]);
+        const schedx_dtype dtype = p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
         const schedx_fp8_format format = p["fp8"] == "e5m2" ? SCHEDX_E5M2 : SCHEDX_E4M3FN;
         REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
@@ -153,7 +170,7 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
         for (int c = 0; c < calls; c++) {
             const int s = c % 2;
             const schedx_status st = schedx_cast_transpose_fp8(
-                x[size_t(c) % inputs.size()], m, k, k, SCHEDX_BF16, dscale, format, out[s][0], k, out[s][1], m,
+                x[p["in_type"]][size_t(c) % cases], m, k, k, dtype, dscale, format, out[s][0], k, out[s][1], m,
                 stats + 2 * c, stats + 2 * c + 1, SCHEDX_DEVICE_CUDA, streams[s]);
             REQUIRE_MESSAGE(st == SCHEDX_OK, schedx_last_error());
         }
@@ -162,18 +179,20 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
         REQUIRE(cudaMemcpy(got.data(), stats, got.size() * 4, cudaMemcpyDeviceToHost) == cudaSuccess);
         for (int c = 0; c < calls; c++) {
             CAPTURE(c);
-            CHECK(got[size_t(2 * c)] == inputs[size_t(c) % inputs.size()].amax);
+            CHECK(got[size_t(2 * c)] == list[size_t(c) % cases].amax);
             CHECK(got[size_t(2 * c + 1)] == 0x41000000u);  // 1 / 2^-3 = 8
         }
         checked++;
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
-    CHECK(checked >= 3);
+    CHECK(checked >= 5);
     for (int s = 0; s < 2; s++) {
         for (uint8_t *o : out[s]) cudaFree(o);
         cudaStreamDestroy(streams[s]);
     }
-    for (void *p : x) cudaFree(p);
+    for (const auto &[dtype, list] : x) {
+        for (void *d : list) cudaFree(d);
+    }
     cudaFree(dscale);
     cudaFree(stats);
 }

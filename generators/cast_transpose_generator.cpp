@@ -426,9 +426,9 @@ private:
     // zeroed first) was far slower: Halide's compare-and-swap loop with 16,384 tiles on
     // one word took 143 us at 8192^2.
     // last_block against kernel, H200, bf16 t64r8w4 (explore, back to back;
-    // bench/results/amax_last_block_2026-12-03_h200_6a52242.md): 2048^2 10.3 / 12.9 us,
-    // 4096^2 25.5 / 27.7, 4096x14336 72.8 / 76.8, but 8192^2 84.3 / 80.7 and 16384x4096
-    // 83.3 / 81.4: no second launch, but each block stays resident through two dependent
+    // bench/results/amax_last_block_2026-12-03_h200_499e769.md): 4096^2 25.9 / 27.6 us,
+    // 8192x2048 25.6 / 26.8, 4096x14336 73.8 / 78.2, but 8192^2 84.7 / 81.4 and 16384x4096
+    // 83.0 / 81.2: no second launch, but each block stays resident through two dependent
     // atomic round trips (max, then count), which costs more than the fold kernel once a
     // shape has ~16,000 tiles. Both are variants; the tuning database picks per shape.
     void schedule_amax_fused(Func first, int T, int TX, int R) {

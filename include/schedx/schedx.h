@@ -2,7 +2,8 @@
  *
  * Conventions shared by every operator:
  * - Raw pointers, sizes and leading dimensions in elements; matrices are row-major
- *   [rows][ld] unless said otherwise.
+ *   [rows][ld] unless said otherwise. Every pointer is a multiple of its element size
+ *   (SCHEDX_ERR_MISALIGNED otherwise: on a GPU a misaligned access loses the context).
  * - device SCHEDX_DEVICE_CPU takes host pointers; SCHEDX_DEVICE_CUDA takes device
  *   pointers (cudaMalloc, PyTorch) and runs in the context that owns them (the primary
  *   context) on `stream` (a cudaStream_t, NULL for the legacy default stream). Calls are

@@ -6,12 +6,9 @@
 #include <string>
 #include <vector>
 
-namespace explore {
+#include "measure.h"
 
-struct Measurement {
-    double median_us = 0, p10_us = 0, p90_us = 0;
-    int repeats = 0;
-};
+namespace explore {
 
 enum class Outcome { ok, skipped, failed, dispatch };
 

@@ -37,6 +37,9 @@ struct Driver {
     CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuMemAlloc)(uint64_t *, size_t);
     CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
+    CUresult (*cuStreamCreate)(void **, unsigned);
+    CUresult (*cuStreamSynchronize)(void *);
+    CUresult (*cuStreamDestroy)(void *);
     CUresult (*cuCtxPushCurrent)(void *);
     CUresult (*cuCtxPopCurrent)(void **);
     CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
@@ -67,7 +70,8 @@ Driver &driver() {
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion") && sym(d.cuMemAlloc, "cuMemAlloc_v2") &&
-              sym(d.cuMemsetD32Async, "cuMemsetD32Async") &&
+              sym(d.cuMemsetD32Async, "cuMemsetD32Async") && sym(d.cuStreamCreate, "cuStreamCreate") &&
+              sym(d.cuStreamSynchronize, "cuStreamSynchronize") && sym(d.cuStreamDestroy, "cuStreamDestroy_v2") &&
               sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
               sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") &&
               sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"))) {
@@ -395,10 +399,15 @@ schedx_status cuda_amax_state(void *context, void *stream, void **ptr) {
     if (!w.amax_state) {
         CudaContextScope scope(context);
         uint64_t state = 0;
-        // Zeroed on the caller's stream, so that the first kernel there sees zeros.
-        if (!scope.ok() || d.cuMemAlloc(&state, 8) != 0 || d.cuMemsetD32Async(state, 0, 2, stream) != 0) {
-            return fail(SCHEDX_ERR_KERNEL, "cannot allocate the amax state");
-        }
+        void *zeroing = nullptr;
+        // Zeroed now, on a private non-blocking stream: on the caller's stream a memset
+        // made under CUDA graph capture would exist only in the graph, and the legacy
+        // stream would join (and so break) a capture on a blocking stream.
+        constexpr unsigned kNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
+        const bool ok = scope.ok() && d.cuMemAlloc(&state, 8) == 0 && d.cuStreamCreate(&zeroing, kNonBlocking) == 0 &&
+                        d.cuMemsetD32Async(state, 0, 2, zeroing) == 0 && d.cuStreamSynchronize(zeroing) == 0;
+        if (zeroing) d.cuStreamDestroy(zeroing);
+        if (!ok) return fail(SCHEDX_ERR_KERNEL, "cannot allocate the amax state");
         w.amax_state = state;
     }
     *ptr = reinterpret_cast<void *>(w.amax_state);

@@ -113,9 +113,9 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
 // Two 32-bit words of device memory for one (context, stream), zero when first handed
-// out: the last_block amax variants' running maximum and count of finished tiles, which
-// each call's last tile sets back to zero. Calls on one stream run in order; the caller
-// holds lock_stream_workspace across the launch.
+// out (even inside a CUDA graph capture): the last_block amax variants' running maximum
+// and count of finished tiles, which each call's last tile sets back to zero. Calls on one
+// stream run in order; the caller holds lock_stream_workspace across the launch.
 schedx_status cuda_amax_state(void *context, void *stream, void **ptr);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.

@@ -8,6 +8,9 @@
  *   pointers (cudaMalloc, PyTorch) and runs in the context that owns them (the primary
  *   context) on `stream` (a cudaStream_t, NULL for the legacy default stream). Calls are
  *   asynchronous on CUDA; nothing is allocated per call.
+ * - Calls may be captured into CUDA graphs. Scratch (large-M w8_linear, fused amax) is
+ *   kept per stream, and a graph keeps the scratch of the stream it was captured on: do
+ *   not replay it concurrently with other schedx calls on that stream.
  * - Every call returns a schedx_status; on failure schedx_last_error() (thread-local)
  *   says which argument was wrong and why. Calls are thread-safe.
  */

@@ -13,6 +13,17 @@
 // per-row alpha vector of cuBLASLt (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO), one
 // rounding and no pass over y; cuBLASLt 13 on the H200 has no bf16 or fp16 algorithm
 // for it (heuristic status 15, not supported).
+//
+// `planes` and `planes_epilogue` split it around cuBLAS's int8 GEMM (int32 accumulation,
+// tensor cores) instead, which reads W once as int8 and never converts it: each row of x
+// becomes an integer multiple q of a power of two 2^(e-148) chosen from the row's largest
+// |x| (e its float exponent field, so |q| < 2^22), and q three signed int8 digits,
+// q = d2 * 2^16 + d1 * 2^8 + d0, rows 3m, 3m + 1, 3m + 2 of one int8 matrix. The epilogue adds the planes'
+// int32 products exactly (in fp64), scales by 2^(e-148) and rounds once to fp32, then
+// applies scale and bias as the other kernels do. Exact where every |x| of a row is at
+// least 2^-14 of the row's largest (bf16; 2^-11 for fp16); smaller ones round to a
+// multiple of 2^-21 of it, below an fp32 accumulator's own rounding. A row holding inf or
+// NaN gives NaN in all its outputs.
 #include "Halide.h"
 #include "numerics.h"
 
@@ -21,7 +32,7 @@ namespace {
 using namespace Halide;
 using schedx::ElemType;
 
-enum class Stage { linear, dequantize, epilogue, rescale };
+enum class Stage { linear, dequantize, epilogue, rescale, planes, planes_epilogue };
 
 class W8Linear : public Generator<W8Linear> {
 public:
@@ -32,9 +43,12 @@ public:
                                 {{"linear", Stage::linear},
                                  {"dequantize", Stage::dequantize},
                                  {"epilogue", Stage::epilogue},
-                                 {"rescale", Stage::rescale}}};
+                                 {"rescale", Stage::rescale},
+                                 {"planes", Stage::planes},
+                                 {"planes_epilogue", Stage::planes_epilogue}}};
     // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
-    // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue)
+    // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue, planes_epilogue);
+    // cuda_row_blocks (stage=planes)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
@@ -82,6 +96,17 @@ public:
             scales = add_input<Buffer<>>("scales", scale_t, 1);
             y = add_output<Buffer<>>("y", half_t, 2);
             break;
+        case Stage::planes:  // [3M rows][K + 16]: row 3m + p is digit p of row m of x
+            x = add_input<Buffer<>>("x", UInt(16), 2);
+            planes_out = add_output<Buffer<>>("planes", Int(8), 2);
+            break;
+        case Stage::planes_epilogue:  // acc: the GEMM's [3M][N] int32, planes for the exponents
+            acc_in = add_input<Buffer<>>("acc", Int(32), 2);
+            planes_in = add_input<Buffer<>>("planes", Int(8), 2);
+            scales = add_input<Buffer<>>("scales", scale_t, 1);
+            if (with_bias) bias = add_input<Buffer<>>("bias", scale_t, 1);
+            y = add_output<Buffer<>>("y", UInt(16), 2);
+            break;
         }
     }
 
@@ -113,7 +138,26 @@ public:
                 wf(k, n) = schedx::int8_of_word_to_float(cast<uint32_t>(reinterpret<uint8_t>((*w)(k, nc))), 0, magic);
             }
         }
-        if (stage == Stage::dequantize) {
+        if (stage == Stage::planes) {
+            // Byte K of each row (after the K digits) holds e; the rest of the 16 is zero.
+            Expr kx = x->dim(0).extent();
+            Expr mc = clamp(m, 0, x->dim(1).extent() - 1);
+            xf(k, m) = schedx::decode_to_float(cast<uint32_t>((*x)(clamp(k, 0, kx - 1), mc)), x_type);
+            // 256 x ceil(K / 256) elements, those past K repeating element K - 1: whole
+            // strides for the 256 threads of schedule_planes.
+            row_rk = RDom(0, 256, 0, (kx + 255) / 256, "rk");
+            row_max(m) = schedx::u32(0);
+            row_max(m) = max(row_max(m), reinterpret<uint32_t>(xf(row_rk.x + 256 * row_rk.y, m)) & schedx::u32(0x7FFFFFFF));
+            row_exp(m) = max((row_max(m) >> 23) & schedx::u32(0xFF), schedx::u32(1));
+            Expr e = row_exp(m / 3), p = m % 3;
+            // 2^(148 - e) in fp64 (up to 2^147), so x * it is exact and below 2^22.
+            Expr up = reinterpret<double>(cast<uint64_t>(1023 + 148 - cast<int32_t>(e)) << 52);
+            Expr q = select(e == 255, 0, cast<int32_t>(round(cast<double>(xf(k, m / 3)) * up)));
+            Expr d0 = ((q + 128) & 255) - 128, q1 = (q - d0) >> 8;
+            Expr d1 = ((q1 + 128) & 255) - 128, d2 = (q1 - d1) >> 8;
+            Expr digit = select(p == 0, d0, p == 1, d1, d2);
+            (*planes_out)(k, m) = cast<int8_t>(select(k < kx, digit, k == kx, cast<int32_t>(e), 0));
+        } else if (stage == Stage::dequantize) {
             // Always word-typed (schedule=cuda_words): two outputs per word.
             (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
                              (schedx::small_int_to_half_bits(wf(2 * k + 1, n), x_type) << 16);
@@ -174,6 +218,13 @@ public:
                     acc(n, m) = 0.0f;
                     acc(n, m) += xf(r, m) * wf(r, n);
                 }
+            } else if (stage == Stage::planes_epilogue) {
+                Expr kx = planes_in->dim(0).extent() - 16;
+                Expr e = cast<int32_t>(reinterpret<uint8_t>((*planes_in)(kx, 3 * m)));
+                auto digit_sum = [&](int p) { return cast<double>((*acc_in)(n, 3 * m + p)); };
+                Expr q = digit_sum(2) * Expr(65536.0) + digit_sum(1) * Expr(256.0) + digit_sum(0);  // exact below 2^53
+                Expr down = reinterpret<double>(cast<uint64_t>(1023 + e - 148) << 52);
+                acc(n, m) = select(e == 255, reinterpret<float>(schedx::u32(0x7FC00000)), cast<float>(q * down));
             } else {
                 acc(n, m) = (*acc_in)(n, m);
             }
@@ -196,7 +247,12 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         const std::string s = sched;
-        if (stage == Stage::dequantize || stage == Stage::rescale) {
+        if (stage == Stage::planes || stage == Stage::planes_epilogue) {
+            const std::string want = stage == Stage::planes ? "cuda_row_blocks" : "cuda_general";
+            if (s != want) throw std::invalid_argument("this stage takes schedule=" + want);
+            if (stage == Stage::planes) schedule_planes();
+            else schedule_epilogue();
+        } else if (stage == Stage::dequantize || stage == Stage::rescale) {
             if (s != "cuda_words") throw std::invalid_argument("stage=dequantize and rescale take schedule=cuda_words");
             if (stage == Stage::dequantize) schedule_dequantize();
             else schedule_rescale();
@@ -221,7 +277,10 @@ private:
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
     bool word_io = false, lane_layout = false;  // lane_layout: cuda_gemv, cuda_smallbatch, cuda_splitk
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
-    Output<Buffer<>> *y = nullptr, *w_out = nullptr;
+    Output<Buffer<>> *y = nullptr, *w_out = nullptr, *planes_out = nullptr;
+    Input<Buffer<>> *planes_in = nullptr;
+    Func row_max{"row_max"}, row_exp{"row_exp"};  // planes: max |x| bits and exponent field per row
+    RDom row_rk;
     Func xbits{"xbits"}, xf{"xf"}, wf{"wf"}, acc{"acc"};
     // Word schedules stage these per lane: rows already clamped, so a tile of R columns or
     // B rows is a constant-size register array even at the edges (a guarded row count
@@ -461,6 +520,18 @@ private:
     // Epilogue of the cuBLAS path: elementwise over the fp32 GEMM result.
     void schedule_epilogue() {
         y->gpu_tile(n, m, no, mo, ni, mi, 128, 2, TailStrategy::GuardWithIf);
+    }
+
+    // One block per plane row: its 256 threads take a strided share of the row's max |x|
+    // (then one thread folds the 256), and write 33 digits each at K = 8192. Each of the
+    // three blocks of a row of x finds that row's max again: 3 x M x K reads, ~100 KB at M = 16.
+    void schedule_planes() {
+        Var t("t");
+        planes_out->split(k, no, ni, 256, TailStrategy::GuardWithIf).reorder(ni, no, m).gpu_blocks(m).gpu_threads(ni);
+        row_max.compute_at(*planes_out, m);
+        Func part = row_max.update().rfactor(row_rk.x, t);
+        part.compute_at(*planes_out, m).gpu_threads(t);
+        part.update().gpu_threads(t);
     }
 
     // In-place rescale: one 16-byte load and store (8 outputs) per thread. The runtime

@@ -14,7 +14,8 @@ namespace {
 // cuBLAS types reduced to ints and pointers, as cuda_interop.cpp does for the driver's.
 constexpr int kOpN = 0, kOpT = 1;                        // CUBLAS_OP_N / _T
 constexpr int kR16F = 2, kR16BF = 14, kR32F = 0;         // CUDA_R_16F / _16BF / _32F
-constexpr int kCompute32F = 68;                          // CUBLAS_COMPUTE_32F
+constexpr int kR8I = 3, kR32I = 10;                      // CUDA_R_8I / _32I
+constexpr int kCompute32F = 68, kCompute32I = 72;        // CUBLAS_COMPUTE_32F / _32I
 constexpr int kGemmDefault = -1;                         // CUBLAS_GEMM_DEFAULT
 // CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION: without it a
 // split-K GEMM with a 16-bit output sums its K-slices in 16 bits (seen on the H200 at
@@ -47,12 +48,12 @@ Cublas &cublas() {
 std::mutex handles_mutex;  // guards `handles`
 std::map<std::pair<void *, void *>, void *> handles;
 
-}  // namespace
 
-bool cublas_available() { return cublas().ok; }
-
-schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
-                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+// c^T [n x m] = (b [k x n])^T * a^T [k x m] in cuBLAS's column-major view, on `stream` in
+// `context`, with the stream's handle.
+schedx_status gemm_abt(void *context, void *stream, int type_ab, int type_c, int compute, const void *alpha,
+                       const void *beta, const void *a, int64_t lda, const void *b, int64_t ldb, void *c,
+                       int64_t ldc, int64_t m, int64_t n, int64_t k) {
     Cublas &cb = cublas();
     if (!cb.ok) return fail(SCHEDX_ERR_NO_VARIANT, "cuBLAS (libcublas.so.13/.12) is not available");
     std::lock_guard<std::mutex> lock(handles_mutex);
@@ -65,16 +66,30 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
         int r = cb.create(&handle);
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
     }
-    // Column-major view: c^T [n x m] = (b [k x n])^T * a^T [k x m].
-    const float alpha = 1.0f, beta = 0.0f;
-    const int t = fp16 ? kR16F : kR16BF;
     int r = cb.set_stream(handle, stream);
     if (r == 0) r = cb.set_math_mode(handle, kMathExactReduction);
     if (r == 0) {
-        r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), &alpha, b, t, int(ldb), a, t, int(lda), &beta, c,
-                       c_half ? t : kR32F, int(ldc), kCompute32F, kGemmDefault);
+        r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), alpha, b, type_ab, int(ldb), a, type_ab, int(lda),
+                       beta, c, type_c, int(ldc), compute, kGemmDefault);
     }
     return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasGemmEx failed: " + std::to_string(r));
 }
+
+}  // namespace
+
+schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
+                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+    const float alpha = 1.0f, beta = 0.0f;
+    const int t = fp16 ? kR16F : kR16BF;
+    return gemm_abt(context, stream, t, c_half ? t : kR32F, kCompute32F, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
+}
+
+schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, int64_t lda, const int8_t *b,
+                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+    const int32_t alpha = 1, beta = 0;
+    return gemm_abt(context, stream, kR8I, kR32I, kCompute32I, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
+}
+
+bool cublas_available() { return cublas().ok; }
 
 }  // namespace schedx

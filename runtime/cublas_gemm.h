@@ -19,4 +19,9 @@ bool cublas_available();
 schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
                               int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k);
 
+// c[m][n] (int32, leading dim ldc) = a[m][k] * b[n][k]^T with a and b int8 and exact int32
+// accumulation (tensor cores): the int8 planes path of w8_linear.
+schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, int64_t lda, const int8_t *b,
+                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k);
+
 }  // namespace schedx

@@ -37,6 +37,11 @@ struct W8LinearCall {
 // rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
 bool is_rescale_path(const Variant &v) { return v.param("stage") == "rescale"; }
 bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_rescale_path(v); }
+// x as three int8 digit planes, cuBLAS's int8 GEMM with W as stored, an exact epilogue.
+bool is_planes_path(const Variant &v) { return v.param("stage") == "planes"; }
+// Its GEMM does three times the multiply-adds of the bf16 one: past this many rows of x it
+// is compute-bound and slower than the dequantize path, and its workspace grows with M.
+constexpr int64_t kPlanesMaxRows = 1024;
 
 // The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
 bool words_fit(const W8LinearCall &c, int64_t k_step) {
@@ -81,6 +86,12 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // The in-place rescale moves 8-output vectors.
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     if (is_cublas_path(v)) return cublas_fits(c);
+    // cuBLAS's int8 GEMM takes K and W's rows in whole 16-byte steps; its int32 sums of
+    // products of at most 2^14 stay exact up to K = 2^17.
+    if (is_planes_path(v)) {
+        return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && aligned16(c.w) && c.ldw % 16 == 0 &&
+               c.k % 16 == 0 && cublas_available();
+    }
     return true;
 }
 
@@ -99,7 +110,7 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
-    return is_cublas_path(v) && !large;
+    return (is_cublas_path(v) && !large) || is_planes_path(v);
 }
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
@@ -122,8 +133,8 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
         const auto &found = candidates(
             "w8_linear_epilogue", Device::cuda, std::string(x_type) + "*" + scale_type + (bias ? "+bias" : ""),
             [&](const Variant &r) {
-                return r.param("x_type") == x_type && r.param("scale_type", "bf16") == scale_type &&
-                       (r.param("with_bias") == "true") == bias;
+                return r.param("stage") == "epilogue" && r.param("x_type") == x_type &&
+                       r.param("scale_type", "bf16") == scale_type && (r.param("with_bias") == "true") == bias;
             });
         epilogue = found.empty() ? nullptr : found.front();
     }
@@ -148,6 +159,42 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
         if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
         call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     }
+    bind_common(call, c);
+    return call.run();
+}
+
+// The int8 planes path: rows 3m .. 3m + 2 of `planes` are x's row m as int8 digits (its
+// exponent in byte K), cuBLAS multiplies them by W as stored into int32, and the epilogue
+// adds the digits' products exactly and applies scale and bias.
+schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std::string &scale_type, void *stream,
+                              void *ctx) {
+    const std::string x_type(v.param("x_type"));
+    const bool bias = c.bias != nullptr;
+    const auto &found = candidates("w8_linear_epilogue", Device::cuda,
+                                   "planes:" + x_type + "*" + scale_type + (bias ? "+bias" : ""), [&](const Variant &r) {
+                                       return r.param("stage") == "planes_epilogue" && r.param("x_type") == x_type &&
+                                              r.param("scale_type", "bf16") == scale_type &&
+                                              (r.param("with_bias") == "true") == bias;
+                                   });
+    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
+    const int64_t rows = 3 * c.m, pitch = c.k + 16;
+    const size_t planes_bytes = ((size_t(rows) * size_t(pitch) + 255) / 256) * 256;
+    schedx_status s;
+    void *ws = nullptr;
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
+    if ((s = cuda_workspace(ctx, stream, planes_bytes + size_t(rows) * size_t(c.n) * 4, &ws))) return s;
+    int8_t *planes = static_cast<int8_t *>(ws);
+    int32_t *acc = reinterpret_cast<int32_t *>(static_cast<uint8_t *>(ws) + planes_bytes);
+    {
+        PipelineCall call(v, stream, ctx);
+        call.bind_matrix("x", c.x, c.m, c.k, c.ldx, 2);
+        call.bind_matrix("planes", planes, rows, pitch, pitch, 1);
+        if ((s = call.run())) return s;
+    }
+    if ((s = cublas_gemm_i8_abt(ctx, stream, planes, pitch, c.w, c.ldw, acc, c.n, rows, c.n, c.k))) return s;
+    PipelineCall call(*found.front(), stream, ctx);
+    call.bind_matrix("acc", acc, rows, c.n, c.n, 4);
+    call.bind_matrix("planes", planes, rows, pitch, pitch, 1);
     bind_common(call, c);
     return call.run();
 }
@@ -201,7 +248,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
         // GEMM's rounding it would round again).
         if (v.param("x_type") != x_type) return false;
         if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
-        return is_cublas_path(v) || (v.param("scale_type", "bf16") == scale_type &&
+        return is_cublas_path(v) || is_planes_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
@@ -211,6 +258,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);
+    if (is_planes_path(*v)) return run_planes_path(*v, c, scale_type, stream, ctx);
 
     PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);

@@ -49,7 +49,7 @@ struct Shape {
 // Mirrors can_run in runtime/w8_linear.cpp (with the 16-byte alignment that padded()
 // keeps for these schedules), restricted to shapes whose reference stays cheap.
 bool is_cublas(std::map<std::string, std::string> &p) {
-    return p["stage"] == "dequantize" || p["stage"] == "rescale";
+    return p["stage"] == "dequantize" || p["stage"] == "rescale" || p["stage"] == "planes";
 }
 
 std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
@@ -65,7 +65,8 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 // 8192: two steps per part for splitk8 (4096 gives it one), so its loop over K runs.
                 if (k == 8192 && s != "cuda_splitk") continue;
                 bool runs = true;
-                if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
+                if (p["stage"] == "planes") runs = k % 16 == 0;
+                else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
@@ -83,7 +84,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
 // for y where the in-place rescale moves 16-byte vectors.
 W8Case padded(W8Case c, std::map<std::string, std::string> &p, bool cublas) {
     const bool aligned_x = p["schedule"] != "cuda_general" && !cublas;
-    const bool aligned_w = p["schedule"] != "cuda_general";
+    const bool aligned_w = p["schedule"] != "cuda_general" || cublas;
     c.ldx = c.k + (aligned_x ? 8 : 1);
     c.ldw = c.k + (aligned_w ? 16 : 3);
     c.ldy = c.n + (p["stage"] == "rescale" ? 8 : 3);
@@ -102,10 +103,10 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
         auto p = params_of(info);
         const bool cublas = is_cublas(p);
         const schedx_dtype xt = p["x_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
-        // The dequantize path serves every scale dtype and bias setting through its
-        // epilogue; the rescale one its scale dtype without bias.
+        // The dequantize and planes paths serve every scale dtype and bias setting through
+        // their epilogues; the rescale one its scale dtype without bias.
         std::vector<std::pair<schedx_dtype, bool>> kinds;
-        if (p["stage"] == "dequantize") {
+        if (p["stage"] == "dequantize" || p["stage"] == "planes") {
             kinds = {{SCHEDX_BF16, false}, {SCHEDX_BF16, true}, {SCHEDX_FP32, false}, {SCHEDX_FP32, true}};
         } else {
             kinds = {{p["scale_type"] == "fp32" ? SCHEDX_FP32 : SCHEDX_BF16, p["with_bias"] == "true"}};

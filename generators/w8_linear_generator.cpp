@@ -143,11 +143,12 @@ public:
             Expr kx = x->dim(0).extent();
             Expr mc = clamp(m, 0, x->dim(1).extent() - 1);
             xf(k, m) = schedx::decode_to_float(cast<uint32_t>((*x)(clamp(k, 0, kx - 1), mc)), x_type);
-            // 256 x ceil(K / 256) elements, those past K repeating element K - 1: whole
-            // strides for the 256 threads of schedule_planes.
-            row_rk = RDom(0, 256, 0, (kx + 255) / 256, "rk");
+            // 32 x 16 x ceil(K / 512) elements, those past K repeating element K - 1: whole
+            // strides for the 512 threads (16 warps) of schedule_planes.
+            row_rk = RDom({{0, 32}, {0, 16}, {0, (kx + 511) / 512}}, "rk");
             row_max(m) = schedx::u32(0);
-            row_max(m) = max(row_max(m), reinterpret<uint32_t>(xf(row_rk.x + 256 * row_rk.y, m)) & schedx::u32(0x7FFFFFFF));
+            row_max(m) = max(row_max(m), reinterpret<uint32_t>(xf(row_rk.x + 32 * row_rk.y + 512 * row_rk.z, m)) &
+                                             schedx::u32(0x7FFFFFFF));
             row_exp(m) = max((row_max(m) >> 23) & schedx::u32(0xFF), schedx::u32(1));
             Expr e = row_exp(m / 3), p = m % 3;
             // 2^(148 - e) in fp64 (up to 2^147), so x * it is exact and below 2^22.
@@ -522,16 +523,29 @@ private:
         y->gpu_tile(n, m, no, mo, ni, mi, 128, 2, TailStrategy::GuardWithIf);
     }
 
-    // One block per plane row: its 256 threads take a strided share of the row's max |x|
-    // (then one thread folds the 256), and write 33 digits each at K = 8192. Each of the
-    // three blocks of a row of x finds that row's max again: 3 x M x K reads, ~100 KB at M = 16.
+    // One block per plane row, 512 threads: each takes a strided share of the row's max
+    // |x| with four loads in flight, 16 threads fold 32 partial maxima each and one thread
+    // the 16; then each thread writes its share of digits, four at a time. The three
+    // blocks of a row of x each find that row's max: 3 x M x K reads, ~100 KB at M = 16.
+    // The kernels are latency-bound at such M (a handful of blocks), hence the unrolling.
     void schedule_planes() {
-        Var t("t");
-        planes_out->split(k, no, ni, 256, TailStrategy::GuardWithIf).reorder(ni, no, m).gpu_blocks(m).gpu_threads(ni);
+        Var l("l"), g("g");
+        RVar zo("zo"), zi("zi");
+        // Threads as 32 x 16 in every stage (fused stages share one block shape).
+        planes_out->split(k, no, ni, 512, TailStrategy::GuardWithIf)
+            .split(ni, g, l, 32)
+            .split(no, no, u, 4, TailStrategy::GuardWithIf)
+            .reorder(l, g, u, no, m)
+            .unroll(u)
+            .gpu_blocks(m)
+            .gpu_threads(l, g);
         row_max.compute_at(*planes_out, m);
-        Func part = row_max.update().rfactor(row_rk.x, t);
-        part.compute_at(*planes_out, m).gpu_threads(t);
-        part.update().gpu_threads(t);
+        Func part = row_max.update().rfactor({{row_rk.x, l}, {row_rk.y, g}});
+        part.compute_at(*planes_out, m).gpu_threads(l, g);
+        part.update().split(row_rk.z, zo, zi, 4, TailStrategy::GuardWithIf).unroll(zi).gpu_threads(l, g);
+        Func groups = row_max.update().rfactor(row_rk.y, g);
+        groups.compute_at(*planes_out, m).gpu_threads(g);
+        groups.update().gpu_threads(g);
     }
 
     // In-place rescale: one 16-byte load and store (8 outputs) per thread. The runtime

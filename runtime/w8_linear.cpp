@@ -106,11 +106,22 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us, (2048, 14336) 11.0 against 13.3,
 // (2048, 8192) 7.79 against 8.36; within 4% either way at N = 256..1024
 // (explore_w8_splitk_2026-12-03_h200_140082f.md).
+// The int8 planes path (listed ahead of the B = 8 and 16 tiles) from M = 7 to 128:
+// N = K = 8192, M = 7 41.0 us against 44.1 for b8_r8w4_coalesced, M = 16 47.7 against
+// 93.2 for b16_r4w4_coalesced and 98.5 for the dequantize path, M = 128 68.9 against
+// 101.7; M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds
+// outweigh W's read). Within 4% of the best at M = 8 and 64 at N = K = 4096, and 1.3-2.6x
+// faster at M = 8..64 for (N, K) = (14336, 4096) and (4096, 14336)
+// (w8_planes_2026-12-03_h200_*.md). B = 6 tiles stay ahead below M = 7, and small work
+// (its three launches) stays on the other kernels, as for the dequantize path.
+constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
+
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
-    return (is_cublas_path(v) && !large) || is_planes_path(v);
+    if (is_planes_path(v)) return !large || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1];
+    return is_cublas_path(v) && !large;
 }
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM

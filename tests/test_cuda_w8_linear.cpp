@@ -182,32 +182,34 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
     }
 }
 
-TEST_CASE("untuned dispatch: the cuBLAS path for large misaligned work, fused kernels up to M = 16, split-K for long rows") {
+TEST_CASE("untuned dispatch: small-batch kernels to M = 6, int8 planes to M = 128, then cuBLAS; split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
-    // x's rows 2 bytes off 16: no fused kernel runs it; 16 x 4096 x 4096 multiply-adds are
-    // far past the general kernel's break-even with cuBLAS's three launches.
+    auto last_name = [] {
+        const char *last = schedx_last_variant("w8_linear");
+        return std::string(last ? last : "none");
+    };
+    // x's rows 2 bytes off 16: no fused kernel runs it, the planes kernel reads x by
+    // element; 16 x 4096 x 4096 multiply-adds are far past the general kernel's break-even.
     W8Case big{16, 4096, 4096, 4097};
     CHECK(check_w8(big).error == "");
-    const char *last = schedx_last_variant("w8_linear");
-    CHECK(std::string(last ? last : "none").find("cublas") != std::string::npos);
+    CHECK(last_name().find("_planes_") != std::string::npos);
+    // Past M = 128 the dequantize path: bf16 tensor cores on a third of the planes' work.
+    W8Case prefill{300, 1008, 4096};
+    CHECK(check_w8(prefill).error == "");
+    CHECK(last_name().find("dequant_cublas") != std::string::npos);
     // M = 5 and 6: the B = 6 tiles, listed ahead of B = 8 (1.2x faster at 8192^2).
     for (int64_t m : {5, 6}) {
         W8Case aligned{m, 4096, 4096};
         CHECK(check_w8(aligned).error == "");
-        last = schedx_last_variant("w8_linear");
-        CHECK(std::string(last ? last : "none").find("_b6_") != std::string::npos);
+        CHECK(last_name().find("_b6_") != std::string::npos);
     }
-    // Aligned, M = 8 and M = 16: the small-batch kernels, as fast as cuBLAS or faster there.
-    for (int64_t m : {8, 16}) {
-        W8Case aligned{m, 4096, 4096};
-        CHECK(check_w8(aligned).error == "");
-        CHECK(schedule_of_last() == "cuda_smallbatch");
+    // Aligned, M = 7 .. 128: the int8 planes path, with every dtype pair and bias.
+    for (int64_t m : {7, 16, 17}) {
+        for (W8Case c : {W8Case{m, 4096, 4096}, W8Case{m, 4096, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+            CHECK(check_w8(c).error == "");
+            CHECK(last_name().find("_planes_") != std::string::npos);
+        }
     }
-    // Aligned, M = 17: past the small-batch kernels, cuBLAS.
-    W8Case seventeen{17, 4096, 4096};
-    CHECK(check_w8(seventeen).error == "");
-    last = schedx_last_variant("w8_linear");
-    CHECK(std::string(last ? last : "none").find("cublas") != std::string::npos);
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");

@@ -528,6 +528,10 @@ private:
     // the 16; then each thread writes its share of digits, four at a time. The three
     // blocks of a row of x each find that row's max: 3 x M x K reads, ~100 KB at M = 16.
     // The kernels are latency-bound at such M (a handful of blocks), hence the unrolling.
+    // H200, N = K = 8192, the whole path (this kernel, cuBLAS's int8 GEMM, the epilogue):
+    // M = 8 41.0 us, M = 16 47.7, M = 64 67.6, of which the GEMM alone takes ~25-33
+    // (bench/results/w8_planes_2026-12-03_h200_6213088.md); with 256 threads, one load in
+    // flight and a one-thread fold of 256 maxima the path took 2.5-3 us more.
     void schedule_planes() {
         Var l("l"), g("g");
         RVar zo("zo"), zi("zi");

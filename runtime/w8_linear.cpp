@@ -112,7 +112,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // 101.7; M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds
 // outweigh W's read). Within 4% of the best at M = 8 and 64 at N = K = 4096, and 1.3-2.6x
 // faster at M = 8..64 for (N, K) = (14336, 4096) and (4096, 14336)
-// (w8_planes_2026-12-03_h200_*.md). B = 6 tiles stay ahead below M = 7, and small work
+// (bench/results/w8_planes_2026-12-03_h200_6213088.md). B = 6 tiles stay ahead below M = 7, and small work
 // (its three launches) stays on the other kernels, as for the dequantize path.
 constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
 

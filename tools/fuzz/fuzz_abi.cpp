@@ -240,6 +240,12 @@ Mode mode(FuzzedDataProvider &in, bool is_output, bool optional) {
     return Mode::present;
 }
 
+// A short buffer ends at a page boundary and an alias points anywhere: either may start
+// off its element size, which the library refuses.
+bool misaligned(const Arg &a) {
+    return a.used && a.ptr && reinterpret_cast<uintptr_t>(a.ptr) % uintptr_t(a.elem_bytes) != 0;
+}
+
 // Causes shared by both operators: NULL pointers, sizes, leading dims, byte counts, aliasing.
 // An output can only point into a buffer some other argument owns.
 void resolve_aliases(const std::vector<Arg *> &args) {
@@ -305,6 +311,7 @@ void fuzz_cast_transpose(FuzzedDataProvider &in) {
     if (!allocate(in, args, !causes.empty())) return;
     for (Arg *a : args) {
         if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);  // its span may reach another mapping
+        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
     }
     fill_inputs(in, args);
     if (scale.buf && !scale.short_buffer) {
@@ -353,6 +360,7 @@ void fuzz_w8_linear(FuzzedDataProvider &in) {
     if (!allocate(in, args, !causes.empty())) return;
     for (Arg *a : args) {
         if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);
+        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
     }
     fill_inputs(in, args);
     const Snapshot before(args);

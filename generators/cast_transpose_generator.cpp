@@ -38,6 +38,9 @@ public:
     Input<int> fp8_format{"fp8_format"};
 
     void configure() {
+        if (amax_fold.value() != "kernel" && amax_fold.value() != "last_block") {
+            throw std::invalid_argument("amax_fold must be kernel or last_block");
+        }
         word_io = sched.value() == "cuda_tiled";
         Type t = in_type == ElemType::fp32 ? Float(32) : (word_io ? UInt(32) : UInt(16));
         input = add_input<Buffer<>>("input", t, 2);

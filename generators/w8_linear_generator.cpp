@@ -18,12 +18,12 @@
 // tensor cores) instead, which reads W once as int8 and never converts it: each row of x
 // becomes an integer multiple q of a power of two 2^(e-148) chosen from the row's largest
 // |x| (e its float exponent field, so |q| < 2^22), and q three signed int8 digits,
-// q = d2 * 2^16 + d1 * 2^8 + d0, rows 3m, 3m + 1, 3m + 2 of one int8 matrix. The epilogue adds the planes'
-// int32 products exactly (in fp64), scales by 2^(e-148) and rounds once to fp32, then
-// applies scale and bias as the other kernels do. Exact where every |x| of a row is at
-// least 2^-14 of the row's largest (bf16; 2^-11 for fp16); smaller ones round to a
-// multiple of 2^-21 of it, below an fp32 accumulator's own rounding. A row holding inf or
-// NaN gives NaN in all its outputs.
+// q = d2 * 2^16 + d1 * 2^8 + d0: rows 3m, 3m + 1, 3m + 2 of one int8 matrix. The epilogue
+// adds the planes' int32 products exactly (in fp64), scales by 2^(e-148) and rounds once
+// to fp32, then applies scale and bias as the other kernels do. Exact for elements in the
+// binade of the row's largest |x| or the 14 below it (bf16; 11 for fp16); smaller ones
+// round to a multiple of 2^-21 of that binade, below an fp32 accumulator's own rounding.
+// A row holding inf or NaN gives NaN in all its outputs.
 #include "Halide.h"
 #include "numerics.h"
 

@@ -228,4 +228,54 @@ TEST_CASE("untuned dispatch: small-batch kernels to M = 6, int8 planes to M = 12
     CHECK(schedule_of_last() == "cuda_gemv");
 }
 
+// The planes path's rows are independent: a row holding inf gives NaN in all its outputs
+// (its digits are not defined), an element 32 binades below its row's largest is dropped
+// while the rest of that row stays exact, and the other rows are exact. x and W
+// integer-valued, scales a power of two.
+TEST_CASE("int8 planes path: a row with inf gives NaN, other rows exact") {
+    const int64_t m = 8, n = 64, k = 512;
+    std::vector<uint16_t> x(size_t(m * k));
+    std::vector<int8_t> w(size_t(n * k));
+    for (int64_t i = 0; i < m * k; i++) x[size_t(i)] = ref::float_to_bf16(float(int(i * 7 % 9) - 4));
+    for (int64_t i = 0; i < n * k; i++) w[size_t(i)] = int8_t(i * 13 % 255 - 127);
+    x[size_t(3 * k + 5)] = 0x7F80;                     // row 3: +inf
+    x[size_t(5 * k + 9)] = ref::float_to_bf16(0x1p-30f);  // row 5: 2^-30 next to integers
+    std::vector<uint16_t> scales(size_t(n), ref::float_to_bf16(0.5f)), y(size_t(m * n), 0xFFFF);
+    void *dx, *dw, *ds, *dy;
+    REQUIRE(cudaMalloc(&dx, x.size() * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dw, w.size()) == cudaSuccess);
+    REQUIRE(cudaMalloc(&ds, scales.size() * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dy, y.size() * 2) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dw, w.data(), w.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(ds, scales.data(), scales.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dy, y.data(), y.size() * 2, cudaMemcpyHostToDevice) == cudaSuccess);  // poison
+    REQUIRE(schedx_force_variant("w8_linear", "w8_linear_bf16_planes_cublas_i8") == SCHEDX_OK);
+    const schedx_status st = schedx_w8_linear(dx, m, k, k, SCHEDX_BF16, static_cast<int8_t *>(dw), n, k, ds,
+                                              SCHEDX_BF16, nullptr, dy, n, SCHEDX_DEVICE_CUDA, nullptr);
+    REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
+    REQUIRE_MESSAGE(st == SCHEDX_OK, schedx_last_error());
+    REQUIRE(cudaMemcpy(y.data(), dy, y.size() * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int64_t i = 0; i < m; i++) {
+        for (int64_t j = 0; j < n; j++) {
+            CAPTURE(i);
+            CAPTURE(j);
+            const uint16_t got = y[size_t(i * n + j)];
+            if (i == 3) {
+                CHECK(got == 0x7FC0);
+                continue;
+            }
+            // Row 5's 2^-30 is below its planes' quantum (2^-19 for a largest |x| of 4):
+            // dropped, as documented, so the rest of the row is the exact integer sum.
+            double dot = 0;
+            for (int64_t kk = 0; kk < k; kk++) {
+                if (i == 5 && kk == 9) continue;
+                dot += ref::bf16_to_float(x[size_t(i * k + kk)]) * w[size_t(j * k + kk)];
+            }
+            CHECK(got == ref::float_to_bf16(float(dot) * 0.5f));
+        }
+    }
+    for (void *p : {dx, dw, ds, dy}) cudaFree(p);
+}
+
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

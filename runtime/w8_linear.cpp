@@ -1,5 +1,6 @@
 // schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
 // or dequantize + cuBLAS + epilogue or in-place rescale for the large-M path).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -87,10 +88,12 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     if (is_cublas_path(v)) return cublas_fits(c);
     // cuBLAS's int8 GEMM takes K and W's rows in whole 16-byte steps; its int32 sums of
-    // products of at most 2^14 stay exact up to K = 2^17.
+    // products of at most 2^14 stay exact up to K = 2^17; the workspace's planes and int32
+    // products must fit Halide's 32-bit indexing, as the caller's buffers do.
     if (is_planes_path(v)) {
-        return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && aligned16(c.w) && c.ldw % 16 == 0 &&
-               c.k % 16 == 0 && cublas_available();
+        const int64_t rows = 3 * c.m;
+        return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && rows * (c.k + 16) <= INT32_MAX &&
+               rows * c.n <= INT32_MAX && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     }
     return true;
 }

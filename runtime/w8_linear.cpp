@@ -1,5 +1,6 @@
-// schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline,
-// or dequantize + cuBLAS + epilogue or in-place rescale for the large-M path).
+// schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline;
+// dequantize + cuBLAS + epilogue or in-place rescale for large M; or x as int8 planes +
+// cuBLAS's int8 GEMM + an exact epilogue for M = 7..128).
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -81,7 +81,8 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
                               int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k) {
     const float alpha = 1.0f, beta = 0.0f;
     const int t = fp16 ? kR16F : kR16BF;
-    return gemm_abt(context, stream, t, c_half ? t : kR32F, kCompute32F, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
+    return gemm_abt(context, stream, t, c_half ? t : kR32F, kCompute32F, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n,
+                    k);
 }
 
 schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, int64_t lda, const int8_t *b,

@@ -185,12 +185,11 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
                               void *ctx) {
     const std::string x_type(v.param("x_type"));
     const bool bias = c.bias != nullptr;
-    const auto &found = candidates("w8_linear_epilogue", Device::cuda,
-                                   "planes:" + x_type + "*" + scale_type + (bias ? "+bias" : ""), [&](const Variant &r) {
-                                       return r.param("stage") == "planes_epilogue" && r.param("x_type") == x_type &&
-                                              r.param("scale_type", "bf16") == scale_type &&
-                                              (r.param("with_bias") == "true") == bias;
-                                   });
+    const std::string kind = "planes:" + x_type + "*" + scale_type + (bias ? "+bias" : "");
+    const auto &found = candidates("w8_linear_epilogue", Device::cuda, kind, [&](const Variant &r) {
+        return r.param("stage") == "planes_epilogue" && r.param("x_type") == x_type &&
+               r.param("scale_type", "bf16") == scale_type && (r.param("with_bias") == "true") == bias;
+    });
     if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
     const int64_t rows = 3 * c.m, pitch = c.k + 16;
     const size_t planes_bytes = ((size_t(rows) * size_t(pitch) + 255) / 256) * 256;

@@ -175,7 +175,8 @@ TEST_CASE("a first call on a stream under CUDA graph capture") {
     const float one = 1.0f;
     DeviceBuffer dx(x.size() * 2, x.data()), dx5(x5.size() * 2, x5.data()), scale(4, &one), rows(size_t(m * k)),
         cols(size_t(m * k)), stats(8);
-    for (const char *variant : {"cast_transpose_bf16_e4m3_t64r8w4_amax", "cast_transpose_bf16_e4m3_t64r8w4_amax_last_block"}) {
+    for (const char *variant :
+         {"cast_transpose_bf16_e4m3_t64r8w4_amax", "cast_transpose_bf16_e4m3_t64r8w4_amax_last_block"}) {
         CAPTURE(variant);
         REQUIRE(schedx_force_variant("cast_transpose", variant) == SCHEDX_OK);
         auto call = [&](const DeviceBuffer &in, cudaStream_t s) {

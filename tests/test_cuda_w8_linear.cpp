@@ -182,7 +182,7 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
     }
 }
 
-TEST_CASE("untuned dispatch: small-batch kernels to M = 6, int8 planes to M = 128, then cuBLAS; split-K for long rows") {
+TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128, then cuBLAS; split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     auto last_name = [] {
         const char *last = schedx_last_variant("w8_linear");

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "w8_linear_case.h"
 
@@ -145,4 +146,43 @@ TEST_CASE("w8_linear: argument checks give distinct statuses") {
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, int64_t(1) << 40, s.data(), B, nullptr, y.data(), 4) ==
           SCHEDX_ERR_SIZE_OVERFLOW);
     CHECK(std::string(schedx_last_error()).find("w") == 0);
+}
+
+// The CUDA two-stage paths find their helper stage in the w8_linear_epilogue list by dtype
+// kind at run time: variants.json must hold one of each for every kind a path serves, or
+// a call fails with SCHEDX_ERR_NO_VARIANT on the GPU only. Checked here, without one.
+TEST_CASE("w8_linear: every CUDA epilogue kind the cuBLAS and planes paths look up is registered") {
+    auto has = [](const schedx_variant_info &info, const std::string &kv) {
+        std::istringstream words(info.params);
+        std::string word;
+        while (words >> word) {
+            if (word == kv) return true;
+        }
+        return false;
+    };
+    const std::vector<schedx_variant_info> epilogues = test::variant_infos("w8_linear_epilogue", "cuda");
+    int paths = 0;
+    for (const schedx_variant_info &path : test::variant_infos("w8_linear", "cuda")) {
+        const bool planes = has(path, "stage=planes"), dequantize = has(path, "stage=dequantize");
+        if (!planes && !dequantize) continue;
+        paths++;
+        for (const char *x : {"bf16", "fp16"}) {
+            if (!has(path, std::string("x_type=") + x)) continue;
+            for (const char *scale : {"bf16", "fp32"}) {
+                for (bool bias : {false, true}) {
+                    CAPTURE(path.name);
+                    CAPTURE(scale);
+                    CAPTURE(bias);
+                    auto serves = [&](const schedx_variant_info &e) {
+                        return has(e, std::string("stage=") + (planes ? "planes_epilogue" : "epilogue")) &&
+                               has(e, std::string("x_type=") + x) && has(e, std::string("scale_type=") + scale) &&
+                               has(e, "with_bias=true") == bias;
+                    };
+                    const int found = int(std::count_if(epilogues.begin(), epilogues.end(), serves));
+                    CHECK(found == 1);
+                }
+            }
+        }
+    }
+    CHECK(paths >= 4);
 }

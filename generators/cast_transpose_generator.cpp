@@ -136,15 +136,17 @@ public:
                 // performed (in L2, where every atomic is) before the count moves. The
                 // tile that counts last sees every maximum: it writes amax and scale_inv
                 // and leaves the state zero for the next call. tile_amax keeps the count.
+                using schedx::device_atomic_u32;
                 Expr acc = *amax_state, done = *amax_state + 4;
-                Expr old = schedx::device_atomic_u32("max", acc, abs_bits_of(tile_max(x, y)));
-                (*tile_amax)(x, y) = schedx::device_atomic_u32("add", done, select(old == schedx::u32(0xFFFFFFFF), 2, 1));
+                Expr old = device_atomic_u32("max", acc, abs_bits_of(tile_max(x, y)));
+                (*tile_amax)(x, y) = device_atomic_u32("add", done, select(old == schedx::u32(0xFFFFFFFF), 2, 1));
                 RDom last(0, 1, "last");
                 last.where((*tile_amax)(x, y) == cast<uint32_t>(tiles_x * tiles_y - 1));
-                Expr total = schedx::device_atomic_u32("exch", acc, 0);
-                (*tile_amax)(x, y) = (total ^ schedx::device_atomic_u32("exch", done, 0) ^
-                                      schedx::device_atomic_u32("exch", *amax_address, total) ^
-                                      schedx::device_atomic_u32("exch", *scale_inv_address, reinterpret<uint32_t>(1.0f / scale()))) +
+                Expr total = device_atomic_u32("exch", acc, 0);
+                Expr inv = reinterpret<uint32_t>(1.0f / scale());
+                (*tile_amax)(x, y) = (total ^ device_atomic_u32("exch", done, 0) ^
+                                      device_atomic_u32("exch", *amax_address, total) ^
+                                      device_atomic_u32("exch", *scale_inv_address, inv)) +
                                      cast<uint32_t>(last.x);
             } else if (tile_amax) {
                 (*tile_amax)(x, y) = abs_bits_of(tile_max(x, y));

@@ -128,6 +128,18 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     return is_cublas_path(v) && !large;
 }
 
+// The helper variant of `stage` (epilogue or planes_epilogue) for a call's dtypes and bias,
+// from the w8_linear_epilogue list; looked up once per kind (candidates memoises by key).
+const Variant *epilogue_variant(const std::string &stage, std::string_view x_type, const std::string &scale_type,
+                                bool bias) {
+    const std::string kind = stage + ":" + std::string(x_type) + "*" + scale_type + (bias ? "+bias" : "");
+    const auto &found = candidates("w8_linear_epilogue", Device::cuda, kind, [&](const Variant &r) {
+        return r.param("stage") == stage && r.param("x_type") == x_type &&
+               r.param("scale_type", "bf16") == scale_type && (r.param("with_bias") == "true") == bias;
+    });
+    return found.empty() ? nullptr : found.front();
+}
+
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
 // the fused variants do), or (rescale) y written by the GEMM and scaled in place.
@@ -144,14 +156,7 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
                                        });
         dequant = found.empty() ? nullptr : found.front();
     } else {
-        const bool bias = c.bias != nullptr;
-        const auto &found = candidates(
-            "w8_linear_epilogue", Device::cuda, std::string(x_type) + "*" + scale_type + (bias ? "+bias" : ""),
-            [&](const Variant &r) {
-                return r.param("stage") == "epilogue" && r.param("x_type") == x_type &&
-                       r.param("scale_type", "bf16") == scale_type && (r.param("with_bias") == "true") == bias;
-            });
-        epilogue = found.empty() ? nullptr : found.front();
+        epilogue = epilogue_variant("epilogue", x_type, scale_type, c.bias != nullptr);
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
@@ -183,14 +188,8 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
 // adds the digits' products exactly and applies scale and bias.
 schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std::string &scale_type, void *stream,
                               void *ctx) {
-    const std::string x_type(v.param("x_type"));
-    const bool bias = c.bias != nullptr;
-    const std::string kind = "planes:" + x_type + "*" + scale_type + (bias ? "+bias" : "");
-    const auto &found = candidates("w8_linear_epilogue", Device::cuda, kind, [&](const Variant &r) {
-        return r.param("stage") == "planes_epilogue" && r.param("x_type") == x_type &&
-               r.param("scale_type", "bf16") == scale_type && (r.param("with_bias") == "true") == bias;
-    });
-    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
+    const Variant *epilogue = epilogue_variant("planes_epilogue", v.param("x_type"), scale_type, c.bias != nullptr);
+    if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
     const int64_t rows = 3 * c.m, pitch = c.k + 16;
     const size_t planes_bytes = ((size_t(rows) * size_t(pitch) + 255) / 256) * 256;
     schedx_status s;
@@ -206,7 +205,7 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
         if ((s = call.run())) return s;
     }
     if ((s = cublas_gemm_i8_abt(ctx, stream, planes, pitch, c.w, c.ldw, acc, c.n, rows, c.n, c.k))) return s;
-    PipelineCall call(*found.front(), stream, ctx);
+    PipelineCall call(*epilogue, stream, ctx);
     call.bind_matrix("acc", acc, rows, c.n, c.n, 4);
     call.bind_matrix("planes", planes, rows, pitch, pitch, 1);
     bind_common(call, c);

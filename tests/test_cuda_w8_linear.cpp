@@ -84,7 +84,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
 // for y where the in-place rescale moves 16-byte vectors.
 W8Case padded(W8Case c, std::map<std::string, std::string> &p, bool cublas) {
     const bool aligned_x = p["schedule"] != "cuda_general" && !cublas;
-    const bool aligned_w = p["schedule"] != "cuda_general" || cublas;
+    const bool aligned_w = p["schedule"] != "cuda_general";
     c.ldx = c.k + (aligned_x ? 8 : 1);
     c.ldw = c.k + (aligned_w ? 16 : 3);
     c.ldy = c.n + (p["stage"] == "rescale" ? 8 : 3);

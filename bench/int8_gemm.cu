@@ -3,11 +3,15 @@
 // int32 out. Timed by schedx-explore's own code (tools/explore/measure.h), so its numbers
 // sit next to the planes path's whole-call times: the difference is the planes kernel, the
 // epilogue and the launches.
-// Usage: schedx-int8-gemm [--dirty-cache] [N,K] [rows,rows,...]   (default 8192,8192 and
-// 3,6,12,24,48,96,192 plane rows)
+// --lt: also every algorithm cuBLASLt's heuristic offers for the same GEMM (tile, split-K,
+// stages), each timed the same way: whether a pick other than cublasGemmEx's reads W faster.
+// Usage: schedx-int8-gemm [--dirty-cache] [--lt] [N,K] [rows,rows,...]   (default 8192,8192
+// and 3,6,12,24,48,96,192 plane rows)
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -26,19 +30,80 @@ std::vector<long> numbers(const std::string &list) {
     return out;
 }
 
+// Times every algorithm cuBLASLt's heuristic returns for out^T [n x rows] = W^T * planes^T
+// (column-major, as cublasGemmEx is called), fastest first, each line naming its configuration.
+void sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Timing &timing, long n, long k, long rows,
+              const void *planes, void *out) {
+    cublasLtHandle_t lt;
+    cublasLtCreate(&lt);
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32I, CUDA_R_32I);
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_8I, uint64_t(k), uint64_t(n), k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8I, uint64_t(k), uint64_t(rows), k);
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_32I, uint64_t(n), uint64_t(rows), n);
+    const size_t ws_bytes = size_t(64) << 20;
+    void *ws = b.alloc(ws_bytes);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    cublasLtMatmulHeuristicResult_t found[32];
+    int count = 0;
+    cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 32, found, &count);
+    std::vector<std::pair<double, std::string>> lines;
+    const int32_t alpha = 1, beta = 0;
+    for (int i = 0; i < count; i++) {
+        cublasStatus_t status = CUBLAS_STATUS_SUCCESS;
+        auto gemm = [&](int s) {
+            const cublasStatus_t r = cublasLtMatmul(lt, desc, &alpha, w.at(s), la, planes, lb, &beta, out, lc, out, lc,
+                                                    &found[i].algo, ws, ws_bytes, nullptr);
+            if (r != CUBLAS_STATUS_SUCCESS) status = r;
+        };
+        const explore::Measurement t = explore::measure(b, gemm, sets, timing);
+        int32_t first = 0;
+        b.download(&first, out, 4);
+        auto config = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+            uint32_t v = 0;  // every attribute read here fits 32 bits
+            size_t written = 0;
+            cublasLtMatmulAlgoConfigGetAttribute(&found[i].algo, attr, &v, sizeof v, &written);
+            return v;
+        };
+        char line[256];
+        std::snprintf(line, sizeof line, "| %ld | %d | %u | %u | %u | %u | %zu | %s | %.2f | %.0f |", rows, i,
+                      config(CUBLASLT_ALGO_CONFIG_ID), config(CUBLASLT_ALGO_CONFIG_TILE_ID),
+                      config(CUBLASLT_ALGO_CONFIG_STAGES_ID), config(CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+                      found[i].workspaceSize, status == CUBLAS_STATUS_SUCCESS && first == 3 * k ? "ok" : "WRONG",
+                      t.median_us, double(size_t(n) * size_t(k)) / t.median_us / 1e3);
+        lines.emplace_back(t.median_us, line);
+    }
+    std::sort(lines.begin(), lines.end());
+    for (const auto &l : lines) std::printf("%s\n", l.second.c_str());
+    b.release(ws);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+    cublasLtDestroy(lt);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    bool dirty_cache = false;
+    bool dirty_cache = false, lt = false;
     std::vector<std::string> lists;
     for (int i = 1; i < argc; i++) {
         if (std::string(argv[i]) == "--dirty-cache") dirty_cache = true;
+        else if (std::string(argv[i]) == "--lt") lt = true;
         else lists.push_back(argv[i]);
     }
     const std::vector<long> nk = numbers(lists.size() > 0 ? lists[0] : "8192,8192");
     const std::vector<long> plane_rows = numbers(lists.size() > 1 ? lists[1] : "3,6,12,24,48,96,192");
     if (nk.size() != 2) {
-        std::fprintf(stderr, "usage: schedx-int8-gemm [--dirty-cache] [N,K] [rows,rows,...]\n");
+        std::fprintf(stderr, "usage: schedx-int8-gemm [--dirty-cache] [--lt] [N,K] [rows,rows,...]\n");
         return 2;
     }
     const long n = nk[0], k = nk[1];
@@ -86,6 +151,18 @@ int main(int argc, char **argv) {
         std::printf("| %ld | %.2f | %.0f |\n", rows, t.median_us, double(w_bytes) / t.median_us / 1e3);
         b->release(planes);
         b->release(out);
+    }
+    if (lt) {
+        std::printf("\ncuBLASLt's heuristic algorithms, fastest first per row count:\n\n"
+                    "| plane rows | heuristic rank | algo id | tile id | stages id | split-K | workspace | check | us | W GB/s |\n"
+                    "|---|---|---|---|---|---|---|---|---|---|\n");
+        for (long rows : plane_rows) {
+            void *planes = b->alloc(size_t(rows) * size_t(k)), *out = b->alloc(size_t(rows) * size_t(n) * 4);
+            b->fill(planes, 1, size_t(rows) * size_t(k));
+            sweep_lt(*b, w, sets, timing, n, k, rows, planes, out);
+            b->release(planes);
+            b->release(out);
+        }
     }
     cublasDestroy(handle);
     return 0;

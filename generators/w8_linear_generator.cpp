@@ -143,21 +143,23 @@ public:
             Expr kx = x->dim(0).extent();
             Expr mc = clamp(m, 0, x->dim(1).extent() - 1);
             xf(k, m) = schedx::decode_to_float(cast<uint32_t>((*x)(clamp(k, 0, kx - 1), mc)), x_type);
-            // 32 x 16 x ceil(K / 512) elements, those past K repeating element K - 1: whole
-            // strides for the 512 threads (16 warps) of schedule_planes.
-            row_rk = RDom({{0, 32}, {0, 16}, {0, (kx + 511) / 512}}, "rk");
+            // 32 x 16 x (16 per 8192 of K) elements, those past K repeating element K - 1:
+            // whole strides for the 512 threads of schedule_planes, 16 loads each without a guard.
+            row_rk = RDom({{0, 32}, {0, 16}, {0, ((kx + 8191) / 8192) * 16}}, "rk");
             row_max(m) = schedx::u32(0);
             row_max(m) = max(row_max(m), reinterpret<uint32_t>(xf(row_rk.x + 32 * row_rk.y + 512 * row_rk.z, m)) &
                                              schedx::u32(0x7FFFFFFF));
             row_exp(m) = max((row_max(m) >> 23) & schedx::u32(0xFF), schedx::u32(1));
-            Expr e = row_exp(m / 3), p = m % 3;
             // 2^(148 - e) in fp64 (up to 2^147), so x * it is exact and below 2^22.
+            Expr e = row_exp(m);
             Expr up = reinterpret<double>(cast<uint64_t>(1023 + 148 - cast<int32_t>(e)) << 52);
-            Expr q = select(e == 255, 0, cast<int32_t>(round(cast<double>(xf(k, m / 3)) * up)));
+            row_q(k, m) = select(e == 255, 0, cast<int32_t>(round(cast<double>(xf(k, m)) * up)));
+            // Plane row 3r + p holds digit p of row r's q (all three from one q).
+            Expr r = m / 3, p = m % 3, q = row_q(k, r);
             Expr d0 = ((q + 128) & 255) - 128, q1 = (q - d0) >> 8;
             Expr d1 = ((q1 + 128) & 255) - 128, d2 = (q1 - d1) >> 8;
             Expr digit = select(p == 0, d0, p == 1, d1, d2);
-            (*planes_out)(k, m) = cast<int8_t>(select(k < kx, digit, k == kx, cast<int32_t>(e), 0));
+            (*planes_out)(k, m) = cast<int8_t>(select(k < kx, digit, k == kx, cast<int32_t>(row_exp(r)), 0));
         } else if (stage == Stage::dequantize) {
             // Always word-typed (schedule=cuda_words): two outputs per word.
             (*w_out)(k, n) = schedx::small_int_to_half_bits(wf(2 * k, n), x_type) |
@@ -280,7 +282,8 @@ private:
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr, *planes_out = nullptr;
     Input<Buffer<>> *planes_in = nullptr;
-    Func row_max{"row_max"}, row_exp{"row_exp"};  // planes: max |x| bits and exponent field per row
+    // planes: max |x| bits, exponent field and integer q of each row
+    Func row_max{"row_max"}, row_exp{"row_exp"}, row_q{"row_q"};
     RDom row_rk;
     Func xbits{"xbits"}, xf{"xf"}, wf{"wf"}, acc{"acc"};
     // Word schedules stage these per lane: rows already clamped, so a tile of R columns or
@@ -523,32 +526,39 @@ private:
         y->gpu_tile(n, m, no, mo, ni, mi, 128, 2, TailStrategy::GuardWithIf);
     }
 
-    // One block per plane row, 512 threads: each takes a strided share of the row's max
-    // |x| with four loads in flight, 16 threads fold 32 partial maxima each and one thread
-    // the 16; then each thread writes its share of digits, four at a time. The three
-    // blocks of a row of x each find that row's max: 3 x M x K reads, ~100 KB at M = 16.
-    // The kernels are latency-bound at such M (a handful of blocks), hence the unrolling.
-    // H200, N = K = 8192, the whole path (this kernel, cuBLAS's int8 GEMM, the epilogue):
-    // M = 8 41.0 us, M = 16 47.7, M = 64 67.6, of which the GEMM alone takes ~25-33
-    // (bench/results/w8_planes_2026-12-03_h200_6213088.md); with 256 threads, one load in
-    // flight and a one-thread fold of 256 maxima the path took 2.5-3 us more.
+    // Blocks of (1024 columns, row of x), 512 threads: each block finds its row's max |x|
+    // (16 loads in flight per thread, one DRAM latency at K = 8192; the row's other blocks
+    // read it from L2),
+    // then each thread turns two columns into q and writes the three digit planes of each.
+    // With one block per plane row (3M blocks, 16 digits per thread) the kernel alone took
+    // 12.5 us under ncu at M = 8, K = 8192: too few blocks to hide the loads' latency.
     void schedule_planes() {
-        Var l("l"), g("g");
+        Var l("l"), g("g"), r("r"), p("p"), kc("kc"), t("t");
         RVar zo("zo"), zi("zi");
+        planes_out->dim(1).set_min(0).set_extent((planes_out->dim(1).extent() / 3) * 3);
         // Threads as 32 x 16 in every stage (fused stages share one block shape).
-        planes_out->split(k, no, ni, 512, TailStrategy::GuardWithIf)
-            .split(ni, g, l, 32)
-            .split(no, no, u, 4, TailStrategy::GuardWithIf)
-            .reorder(l, g, u, no, m)
+        planes_out->split(m, r, p, 3, TailStrategy::RoundUp)
+            .split(k, kc, ni, 1024, TailStrategy::GuardWithIf)
+            .split(ni, u, t, 512)
+            .split(t, g, l, 32)
+            .reorder(p, u, l, g, kc, r)
+            .unroll(p)
             .unroll(u)
-            .gpu_blocks(m)
+            .gpu_blocks(kc, r)
             .gpu_threads(l, g);
-        row_max.compute_at(*planes_out, m);
+        row_q.compute_at(*planes_out, u);
+        row_max.compute_at(*planes_out, kc);
         Func part = row_max.update().rfactor({{row_rk.x, l}, {row_rk.y, g}});
-        part.compute_at(*planes_out, m).gpu_threads(l, g);
-        part.update().split(row_rk.z, zo, zi, 4, TailStrategy::GuardWithIf).unroll(zi).gpu_threads(l, g);
+        part.compute_at(*planes_out, kc).gpu_threads(l, g);
+        // The K loop inside each thread's loop: outside it, Halide put a block barrier after
+        // every load (16 latencies in a row, 7.2 us under ncu at M = 16, K = 8192).
+        part.update()
+            .split(row_rk.z, zo, zi, 16, TailStrategy::GuardWithIf)
+            .reorder(zi, zo, l, g)
+            .unroll(zi)
+            .gpu_threads(l, g);
         Func groups = row_max.update().rfactor(row_rk.y, g);
-        groups.compute_at(*planes_out, m).gpu_threads(g);
+        groups.compute_at(*planes_out, kc).gpu_threads(g);
         groups.update().gpu_threads(g);
     }
 

@@ -1,8 +1,10 @@
 #include "cublas_gemm.h"
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "cuda_interop.h"
@@ -48,6 +50,93 @@ Cublas &cublas() {
 std::mutex handles_mutex;  // guards `handles`
 std::map<std::pair<void *, void *>, void *> handles;
 
+// cuBLASLt, dlopened the same way, for a pinned configuration of the int8 GEMM: its
+// enums as ints, its algorithm and check-result structs by their documented layouts.
+constexpr int kLtTransA = 3, kLtTransB = 4;                      // CUBLASLT_MATMUL_DESC_TRANSA / _B
+constexpr int kLtTile = 1, kLtSplitK = 2, kLtStages = 6;         // CUBLASLT_ALGO_CONFIG_TILE_ID / ...
+struct LtAlgo {                                                  // cublasLtMatmulAlgo_t
+    uint64_t data[8];
+};
+struct LtCheck {                                                 // cublasLtMatmulHeuristicResult_t
+    LtAlgo algo;
+    size_t workspace_bytes;
+    int state;
+    float waves;
+    int reserved[4];
+};
+
+struct CublasLt {
+    int (*create)(void **);
+    int (*desc_create)(void **, int, int);
+    int (*desc_set)(void *, int, const void *, size_t);
+    int (*layout_create)(void **, int, uint64_t, uint64_t, int64_t);
+    int (*algo_init)(void *, int, int, int, int, int, int, int, LtAlgo *);
+    int (*algo_set)(LtAlgo *, int, const void *, size_t);
+    int (*algo_check)(void *, void *, void *, void *, void *, void *, const LtAlgo *, LtCheck *);
+    int (*matmul)(void *, void *, const void *, const void *, void *, const void *, void *, const void *,
+                  const void *, void *, void *, void *, const LtAlgo *, void *, size_t, void *);
+    bool ok = false;
+};
+
+CublasLt &cublas_lt() {
+    static CublasLt b;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void *lib = dlopen_first({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
+        b.ok = lib && bind_symbol(lib, b.create, "cublasLtCreate") &&
+               bind_symbol(lib, b.desc_create, "cublasLtMatmulDescCreate") &&
+               bind_symbol(lib, b.desc_set, "cublasLtMatmulDescSetAttribute") &&
+               bind_symbol(lib, b.layout_create, "cublasLtMatrixLayoutCreate") &&
+               bind_symbol(lib, b.algo_init, "cublasLtMatmulAlgoInit") &&
+               bind_symbol(lib, b.algo_set, "cublasLtMatmulAlgoConfigSetAttribute") &&
+               bind_symbol(lib, b.algo_check, "cublasLtMatmulAlgoCheck") &&
+               bind_symbol(lib, b.matmul, "cublasLtMatmul");
+    });
+    return b;
+}
+
+// One int8 GEMM shape in one configuration, set up once: the descriptors and whether
+// cuBLASLt accepts the configuration there (without a workspace).
+struct LtPlan {
+    void *handle = nullptr, *desc = nullptr, *a = nullptr, *b = nullptr, *c = nullptr;
+    LtAlgo algo{};
+    bool usable = false;
+};
+using LtKey = std::tuple<void *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int>;
+std::mutex lt_mutex;  // guards `lt_handles` and `lt_plans`
+std::map<void *, void *> lt_handles;
+std::map<LtKey, LtPlan> lt_plans;
+
+// The plan for c^T [n x m] = (b [k x n])^T * a^T [k x m] (column-major) in `context`;
+// nullptr where cuBLASLt is missing or refuses the configuration.
+const LtPlan *lt_plan(void *context, const CublasLtConfig &cfg, int64_t lda, int64_t ldb, int64_t ldc, int64_t m,
+                      int64_t n, int64_t k) {
+    CublasLt &lt = cublas_lt();
+    if (!lt.ok) return nullptr;
+    std::lock_guard<std::mutex> lock(lt_mutex);
+    LtPlan &p = lt_plans[{context, lda, ldb, ldc, m, n, k, cfg.algo, cfg.tile, cfg.stages}];
+    if (p.handle) return p.usable ? &p : nullptr;
+    void *&handle = lt_handles[context];
+    if (!handle && lt.create(&handle) != 0) return nullptr;
+    p.handle = handle;
+    const int trans_a = kOpT, trans_b = kOpN;
+    const uint32_t tile = uint32_t(cfg.tile), stages = uint32_t(cfg.stages), split_k = 1;
+    p.usable = lt.desc_create(&p.desc, kCompute32I, kR32I) == 0 &&
+               lt.desc_set(p.desc, kLtTransA, &trans_a, sizeof trans_a) == 0 &&
+               lt.desc_set(p.desc, kLtTransB, &trans_b, sizeof trans_b) == 0 &&
+               lt.layout_create(&p.a, kR8I, uint64_t(k), uint64_t(n), ldb) == 0 &&
+               lt.layout_create(&p.b, kR8I, uint64_t(k), uint64_t(m), lda) == 0 &&
+               lt.layout_create(&p.c, kR32I, uint64_t(n), uint64_t(m), ldc) == 0 &&
+               lt.algo_init(handle, kCompute32I, kR32I, kR8I, kR8I, kR32I, kR32I, cfg.algo, &p.algo) == 0 &&
+               lt.algo_set(&p.algo, kLtTile, &tile, sizeof tile) == 0 &&
+               lt.algo_set(&p.algo, kLtStages, &stages, sizeof stages) == 0 &&
+               lt.algo_set(&p.algo, kLtSplitK, &split_k, sizeof split_k) == 0;
+    LtCheck check{};
+    p.usable = p.usable && lt.algo_check(handle, p.desc, p.a, p.b, p.c, p.c, &p.algo, &check) == 0 &&
+               check.workspace_bytes == 0;
+    return p.usable ? &p : nullptr;
+}
+
 
 // c^T [n x m] = (b [k x n])^T * a^T [k x m] in cuBLAS's column-major view, on `stream` in
 // `context`, with the stream's handle.
@@ -85,10 +174,24 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
                     k);
 }
 
+bool parse_cublaslt_config(std::string_view text, CublasLtConfig *out) {
+    const std::string s(text);
+    int used = 0;
+    return std::sscanf(s.c_str(), "%d,%d,%d%n", &out->algo, &out->tile, &out->stages, &used) == 3 &&
+           size_t(used) == s.size() && out->algo >= 0 && out->tile > 0 && out->stages > 0;
+}
+
 schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, int64_t lda, const int8_t *b,
-                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                                 const CublasLtConfig *pinned) {
     const int32_t alpha = 1, beta = 0;
-    return gemm_abt(context, stream, kR8I, kR32I, kCompute32I, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
+    const LtPlan *plan = pinned ? lt_plan(context, *pinned, lda, ldb, ldc, m, n, k) : nullptr;
+    if (!plan) return gemm_abt(context, stream, kR8I, kR32I, kCompute32I, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
+    CudaContextScope scope(context);
+    if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+    const int r = cublas_lt().matmul(plan->handle, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
+                                     plan->c, &plan->algo, nullptr, 0, stream);
+    return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasLtMatmul failed: " + std::to_string(r));
 }
 
 bool cublas_available() { return cublas().ok; }

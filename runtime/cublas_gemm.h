@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "schedx/schedx.h"
 
@@ -19,9 +20,19 @@ bool cublas_available();
 schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
                               int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k);
 
+// A cuBLASLt configuration of the int8 GEMM (ids of cuBLASLt's algorithm, tile and stages
+// enums), from a variant's cublaslt_config "algo,tile,stages"; false where malformed.
+struct CublasLtConfig {
+    int algo = 0, tile = 0, stages = 0;
+};
+bool parse_cublaslt_config(std::string_view text, CublasLtConfig *out);
+
 // c[m][n] (int32, leading dim ldc) = a[m][k] * b[n][k]^T with a and b int8 and exact int32
-// accumulation (tensor cores): the int8 planes path of w8_linear.
+// accumulation (tensor cores): the int8 planes path of w8_linear. With `pinned`, through
+// cuBLASLt in that configuration where cuBLASLt accepts it for this shape without a
+// workspace (checked once per shape); else, and without it, cublasGemmEx's own pick.
 schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, int64_t lda, const int8_t *b,
-                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k);
+                                 int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                                 const CublasLtConfig *pinned = nullptr);
 
 }  // namespace schedx

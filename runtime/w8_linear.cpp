@@ -204,7 +204,10 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
         call.bind_matrix("planes", planes, rows, pitch, pitch, 1);
         if ((s = call.run())) return s;
     }
-    if ((s = cublas_gemm_i8_abt(ctx, stream, planes, pitch, c.w, c.ldw, acc, c.n, rows, c.n, c.k))) return s;
+    CublasLtConfig lt;
+    const bool pinned = parse_cublaslt_config(v.param("cublaslt_config"), &lt);
+    if ((s = cublas_gemm_i8_abt(ctx, stream, planes, pitch, c.w, c.ldw, acc, c.n, rows, c.n, c.k, pinned ? &lt : nullptr)))
+        return s;
     PipelineCall call(*epilogue, stream, ctx);
     call.bind_matrix("acc", acc, rows, c.n, c.n, 4);
     call.bind_matrix("planes", planes, rows, pitch, pitch, 1);

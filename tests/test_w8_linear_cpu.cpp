@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cublas_gemm.h"
 #include "w8_linear_case.h"
 
 using test::Guarded;
@@ -146,6 +147,31 @@ TEST_CASE("w8_linear: argument checks give distinct statuses") {
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, int64_t(1) << 40, s.data(), B, nullptr, y.data(), 4) ==
           SCHEDX_ERR_SIZE_OVERFLOW);
     CHECK(std::string(schedx_last_error()).find("w") == 0);
+}
+
+// A planes variant's cublaslt_config is read at call time: a malformed one would quietly
+// run cublasGemmEx's pick instead of the configuration the variant is named after.
+TEST_CASE("w8_linear: cublaslt_config strings parse, and every registered one does") {
+    schedx::CublasLtConfig cfg;
+    REQUIRE(schedx::parse_cublaslt_config("21,15,24", &cfg));
+    CHECK(cfg.algo == 21);
+    CHECK(cfg.tile == 15);
+    CHECK(cfg.stages == 24);
+    for (const char *bad : {"", "21,15", "21,15,24,1", "21,15,24x", "a,15,24", "21,0,24", "-1,15,24"}) {
+        CAPTURE(bad);
+        CHECK_FALSE(schedx::parse_cublaslt_config(bad, &cfg));
+    }
+    int pinned = 0;
+    for (const schedx_variant_info &v : test::variant_infos("w8_linear", "cuda")) {
+        std::istringstream words(v.params);
+        for (std::string word; words >> word;) {
+            if (word.rfind("cublaslt_config=", 0) != 0) continue;
+            CAPTURE(v.name);
+            CHECK(schedx::parse_cublaslt_config(word.substr(16), &cfg));
+            pinned++;
+        }
+    }
+    CHECK(pinned >= 2);
 }
 
 // The CUDA two-stage paths find their helper stage in the w8_linear_epilogue list by dtype

@@ -119,12 +119,22 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // (bench/results/w8_planes_2026-12-03_h200_6213088.md). B = 6 tiles stay ahead below M = 7, and small work
 // (its three launches) stays on the other kernels, as for the dequantize path.
 constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
+// The pinned cuBLASLt GEMM (64x64 tiles, one CTA per 64 rows of W, no split-K) is listed
+// first and taken up to M = 16 (48 plane rows, one tile) where N >= 8192 gives it 128 CTAs
+// or more: dirty L2, N = K = 8192, M = 8 39.8 us against 42.7 with cublasGemmEx's pick,
+// M = 16 41.2 against 49.7; at M = 32 57.0 against 50.2, and at N = 4096 64 CTAs leave half
+// the GPU idle (M = 16, K = 14336: 51.5 against 40.2) (explore_w8_planes_lt_2026-12-03_h200_c801e46.md).
+constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
-    if (is_planes_path(v)) return !large || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1];
+    if (is_planes_path(v)) {
+        const bool pinned = !v.param("cublaslt_config").empty();
+        return !large || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
+               (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
+    }
     return is_cublas_path(v) && !large;
 }
 

@@ -203,11 +203,16 @@ TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128, then 
         CHECK(check_w8(aligned).error == "");
         CHECK(last_name().find("_b6_") != std::string::npos);
     }
-    // Aligned, M = 7 .. 128: the int8 planes path, with every dtype pair and bias.
+    // Aligned, M = 7 .. 128: the int8 planes path, with every dtype pair and bias; its
+    // pinned cuBLASLt GEMM up to M = 16 where N >= 8192, cublasGemmEx's pick elsewhere.
     for (int64_t m : {7, 16, 17}) {
         for (W8Case c : {W8Case{m, 4096, 4096}, W8Case{m, 4096, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
             CHECK(check_w8(c).error == "");
-            CHECK(last_name().find("_planes_") != std::string::npos);
+            CHECK(last_name().find("_planes_cublas_i8") != std::string::npos);
+        }
+        for (W8Case c : {W8Case{m, 8192, 1024}, W8Case{m, 8192, 1024, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+            CHECK(check_w8(c).error == "");
+            CHECK(last_name().find(m <= 16 ? "_planes_cublaslt_i8" : "_planes_cublas_i8") != std::string::npos);
         }
     }
     W8Case small{16, 64, 1008, 1009};

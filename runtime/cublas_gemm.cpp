@@ -151,16 +151,18 @@ schedx_status gemm_abt(void *context, void *stream, int type_ab, int type_c, int
     // stream creates its handle (an allocation) and may come during a graph capture.
     CudaContextScope scope(context);
     if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+    // A handle serves one stream, so its stream and math mode are set once, at creation:
+    // host time per call is exposed between the planes path's dependent launches.
     if (!handle) {
-        int r = cb.create(&handle);
-        if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cublasCreate failed: " + std::to_string(r));
+        void *created = nullptr;
+        int r = cb.create(&created);
+        if (r == 0) r = cb.set_stream(created, stream);
+        if (r == 0) r = cb.set_math_mode(created, kMathExactReduction);
+        if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cuBLAS handle setup failed: " + std::to_string(r));
+        handle = created;
     }
-    int r = cb.set_stream(handle, stream);
-    if (r == 0) r = cb.set_math_mode(handle, kMathExactReduction);
-    if (r == 0) {
-        r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), alpha, b, type_ab, int(ldb), a, type_ab, int(lda),
-                       beta, c, type_c, int(ldc), compute, kGemmDefault);
-    }
+    const int r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), alpha, b, type_ab, int(ldb), a, type_ab,
+                             int(lda), beta, c, type_c, int(ldc), compute, kGemmDefault);
     return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasGemmEx failed: " + std::to_string(r));
 }
 

@@ -119,6 +119,9 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // (bench/results/w8_planes_2026-12-03_h200_6213088.md). B = 6 tiles stay ahead below M = 7, and small work
 // (its three launches) stays on the other kernels, as for the dequantize path.
 constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
+// ... and past 2^27 multiply-adds: at M = 8, N = K = 4096 the b8 tile (18.5 us) beats it
+// under do_bench (34-62 us, host time between its three launches exposed) and back to back.
+constexpr int64_t kPlanesUntunedWork = int64_t(1) << 27;
 // The pinned cuBLASLt GEMM (64x64 tiles, one CTA per 64 rows of W, no split-K) is listed
 // first and taken up to M = 16 (48 plane rows, one tile) where N >= 8192 gives it 128 CTAs
 // or more: dirty L2, N = K = 8192, M = 8 39.8 us against 42.7 with cublasGemmEx's pick,
@@ -132,7 +135,7 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
     if (is_planes_path(v)) {
         const bool pinned = !v.param("cublaslt_config").empty();
-        return !large || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
+        return c.m * c.n * c.k <= kPlanesUntunedWork || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
                (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
     }
     return is_cublas_path(v) && !large;

@@ -182,14 +182,14 @@ TEST_CASE("dispatch runs ragged shapes on the general variant") {
     }
 }
 
-TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128, then cuBLAS; split-K for long rows") {
+TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128 past 2^27 multiply-adds, then cuBLAS; split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     auto last_name = [] {
         const char *last = schedx_last_variant("w8_linear");
         return std::string(last ? last : "none");
     };
     // x's rows 2 bytes off 16: no fused kernel runs it, the planes kernel reads x by
-    // element; 16 x 4096 x 4096 multiply-adds are far past the general kernel's break-even.
+    // element; 16 x 4096 x 4096 multiply-adds are past the planes path's 2^27.
     W8Case big{16, 4096, 4096, 4097};
     CHECK(check_w8(big).error == "");
     CHECK(last_name().find("_planes_") != std::string::npos);
@@ -203,18 +203,22 @@ TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128, then 
         CHECK(check_w8(aligned).error == "");
         CHECK(last_name().find("_b6_") != std::string::npos);
     }
-    // Aligned, M = 7 .. 128: the int8 planes path, with every dtype pair and bias; its
-    // pinned cuBLASLt GEMM up to M = 16 where N >= 8192, cublasGemmEx's pick elsewhere.
+    // Aligned, M = 7 .. 128 past 2^27 multiply-adds: the int8 planes path, with every dtype
+    // pair and bias; its pinned cuBLASLt GEMM up to M = 16 where N >= 8192, cublasGemmEx's
+    // pick elsewhere. At or below 2^27 (M = 8, N = K = 4096) the b8 tile.
     for (int64_t m : {7, 16, 17}) {
-        for (W8Case c : {W8Case{m, 4096, 4096}, W8Case{m, 4096, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+        for (W8Case c : {W8Case{m, 4096, 8192}, W8Case{m, 4096, 8192, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
             CHECK(check_w8(c).error == "");
             CHECK(last_name().find("_planes_cublas_i8") != std::string::npos);
         }
-        for (W8Case c : {W8Case{m, 8192, 1024}, W8Case{m, 8192, 1024, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+        for (W8Case c : {W8Case{m, 8192, 4096}, W8Case{m, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
             CHECK(check_w8(c).error == "");
             CHECK(last_name().find(m <= 16 ? "_planes_cublaslt_i8" : "_planes_cublas_i8") != std::string::npos);
         }
     }
+    W8Case at_work_bound{8, 4096, 4096};
+    CHECK(check_w8(at_work_bound).error == "");
+    CHECK(last_name().find("_b8_") != std::string::npos);
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");

@@ -51,6 +51,10 @@ W8_REL_TOL = 1e-2
 
 # ---------------------------------------------------------------- reporting
 
+class Skipped(Exception):
+    """A section left out on purpose (--only): its cell says so; not an error."""
+
+
 class Report:
     """Collects errors; a failed section becomes the cell ERR[n] and a numbered note."""
 
@@ -68,6 +72,8 @@ class Report:
     def attempt(self, where, fn):
         try:
             return fn()
+        except Skipped as e:
+            return str(e)
         except Exception as e:  # noqa: BLE001  every failure is reported, the run goes on
             return self.error(where, e)
 
@@ -850,7 +856,7 @@ def main():
     # Cheap and most important first; torch.compile while the budget lasts; the graph
     # capture last, so that a failed capture cannot disturb the numbers.
     def skipped(name):
-        raise RuntimeError(f"{name} skipped (--only {args.only})")
+        raise Skipped(f"{name} skipped (--only {args.only})")
 
     log("ceilings")
     ceil = ceilings(args, rep, timer)

@@ -527,11 +527,12 @@ private:
     }
 
     // Blocks of (1024 columns, row of x), 512 threads: each block finds its row's max |x|
-    // (16 loads in flight per thread, one DRAM latency at K = 8192; the row's other blocks
-    // read it from L2),
+    // (16 loads in flight per thread at K = 8192; the row's other blocks read it from L2),
     // then each thread turns two columns into q and writes the three digit planes of each.
-    // With one block per plane row (3M blocks, 16 digits per thread) the kernel alone took
-    // 12.5 us under ncu at M = 8, K = 8192: too few blocks to hide the loads' latency.
+    // H200 under ncu, M = 16, K = 8192: 6.4 us (the whole path with the pinned cuBLASLt
+    // GEMM, dirty L2: 39.6 us at N = 8192). With one block per plane row (3M blocks, 16
+    // digits per thread) it took 12.7 us: too few blocks to hide the loads' latency
+    // (bench/results/w8_planes_lt_2026-12-03_h200_812cc62.md).
     void schedule_planes() {
         Var l("l"), g("g"), r("r"), p("p"), kc("kc"), t("t");
         RVar zo("zo"), zi("zi");

@@ -110,23 +110,23 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
 // M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us, (2048, 14336) 11.0 against 13.3,
 // (2048, 8192) 7.79 against 8.36; within 4% either way at N = 256..1024
 // (explore_w8_splitk_2026-12-03_h200_140082f.md).
-// The int8 planes path (listed ahead of the B = 8 and 16 tiles) from M = 7 to 128:
-// N = K = 8192, M = 7 41.0 us against 44.1 for b8_r8w4_coalesced, M = 16 47.7 against
-// 93.2 for b16_r4w4_coalesced and 98.5 for the dequantize path, M = 128 68.9 against
-// 101.7; M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds
-// outweigh W's read). Within 4% of the best at M = 8 and 64 at N = K = 4096, and 1.3-2.6x
-// faster at M = 8..64 for (N, K) = (14336, 4096) and (4096, 14336)
-// (bench/results/w8_planes_2026-12-03_h200_6213088.md). B = 6 tiles stay ahead below M = 7, and small work
-// (its three launches) stays on the other kernels, as for the dequantize path.
+// The int8 planes path (listed ahead of the B = 8 and 16 tiles) from M = 7 to 128, dirty
+// L2: N = K = 8192, M = 8 38.4 us against 47.4 for b8_r8w4_coalesced, M = 16 39.6 against
+// 96.0 for b16_r4w4_coalesced; M = 128 68.9 against 101.7 for the dequantize path (back to
+// back), M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds outweigh
+// W's read) (bench/results/w8_planes_2026-12-03_h200_6213088.md, w8_planes_lt_2026-12-03_h200_812cc62.md).
+// B = 6 tiles stay ahead below M = 7 (M = 6, N = K = 8192: 39.7 us against the planes
+// path's 38.5, within 3%), and small work (its three launches) stays on the other kernels.
 constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
-// ... and past 2^27 multiply-adds: at M = 8, N = K = 4096 the b8 tile (18.5 us) beats it
-// under do_bench (34-62 us, host time between its three launches exposed) and back to back.
+// ... and past 2^27 multiply-adds: at M = 8, N = K = 4096 the b8 tile wins (18.8 against
+// 20.4 us; 18.5 against 34-62 under do_bench, host time between the three launches exposed).
 constexpr int64_t kPlanesUntunedWork = int64_t(1) << 27;
 // The pinned cuBLASLt GEMM (64x64 tiles, one CTA per 64 rows of W, no split-K) is listed
 // first and taken up to M = 16 (48 plane rows, one tile) where N >= 8192 gives it 128 CTAs
-// or more: dirty L2, N = K = 8192, M = 8 39.8 us against 42.7 with cublasGemmEx's pick,
-// M = 16 41.2 against 49.7; at M = 32 57.0 against 50.2, and at N = 4096 64 CTAs leave half
-// the GPU idle (M = 16, K = 14336: 51.5 against 40.2) (explore_w8_planes_lt_2026-12-03_h200_c801e46.md).
+// or more: dirty L2, N = K = 8192, M = 8 38.4 us against 40.5 with cublasGemmEx's pick,
+// M = 16 39.6 against 49.3; at M = 32 59.3 against 51.6 (do_bench), and at N = 4096 its
+// 64 CTAs leave half the GPU idle (M = 16, K = 14336: 47.8 against 37.2)
+// (bench/results/w8_planes_lt_2026-12-03_h200_812cc62.md).
 constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {

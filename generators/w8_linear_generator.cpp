@@ -552,7 +552,7 @@ private:
         Func part = row_max.update().rfactor({{row_rk.x, l}, {row_rk.y, g}});
         part.compute_at(*planes_out, kc).gpu_threads(l, g);
         // The K loop inside each thread's loop: outside it, Halide put a block barrier after
-        // every load (16 latencies in a row, 7.2 us under ncu at M = 16, K = 8192).
+        // every load (7.2 us under ncu at M = 16, K = 8192, against 6.4 without them).
         part.update()
             .split(row_rk.z, zo, zi, 16, TailStrategy::GuardWithIf)
             .reorder(zi, zo, l, g)

@@ -48,9 +48,10 @@ for step in $steps; do
     explore)  # issue 4: eight shapes per operator, then dispatch checked against the best.
       # The read-only anchor first, at the sizes W takes (16, 56, 64 MiB) and at 1 GiB.
       build/bench/schedx-read-bandwidth 16,56,64,1024 > "$out/read_bandwidth.md" 2>&1 || rc=1
-      # The int8 planes path's floor: cuBLAS's int8 GEMM alone, where it was built.
+      # The int8 planes path's floor: cuBLAS's int8 GEMM alone, where it was built, with
+      # every cuBLASLt algorithm its heuristic offers (whether the pinned one still wins).
       if [ -x build/bench/schedx-int8-gemm ]; then
-        build/bench/schedx-int8-gemm > "$out/int8_gemm.md" 2>&1 || rc=1
+        build/bench/schedx-int8-gemm --lt 8192,8192 12,24,48,96 > "$out/int8_gemm.md" 2>&1 || rc=1
       fi
       # Cast shapes start at 2048^2: below that a call is bound by its ~6 us of host time.
       build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \

@@ -187,13 +187,18 @@ schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, i
                                  int64_t ldb, int32_t *c, int64_t ldc, int64_t m, int64_t n, int64_t k,
                                  const CublasLtConfig *pinned) {
     const int32_t alpha = 1, beta = 0;
-    const LtPlan *plan = pinned ? lt_plan(context, *pinned, lda, ldb, ldc, m, n, k) : nullptr;
-    if (!plan) return gemm_abt(context, stream, kR8I, kR32I, kCompute32I, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
-    CudaContextScope scope(context);
-    if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
-    const int r = cublas_lt().matmul(plan->handle, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c, plan->c, c,
-                                     plan->c, &plan->algo, nullptr, 0, stream);
-    return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasLtMatmul failed: " + std::to_string(r));
+    if (pinned) {
+        // Current while the plan is made too: cuBLASLt checks the configuration against
+        // the current device.
+        CudaContextScope scope(context);
+        if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+        if (const LtPlan *plan = lt_plan(context, *pinned, lda, ldb, ldc, m, n, k)) {
+            const int r = cublas_lt().matmul(plan->handle, plan->desc, &alpha, b, plan->a, a, plan->b, &beta, c,
+                                             plan->c, c, plan->c, &plan->algo, nullptr, 0, stream);
+            return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasLtMatmul failed: " + std::to_string(r));
+        }
+    }
+    return gemm_abt(context, stream, kR8I, kR32I, kCompute32I, &alpha, &beta, a, lda, b, ldb, c, ldc, m, n, k);
 }
 
 bool cublas_available() { return cublas().ok; }

@@ -1,5 +1,11 @@
 #include "cublas_gemm.h"
 
+#ifdef SCHEDX_CHECK_CUBLAS_ABI  // compile-time checks only: neither library is linked
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#endif
+
+#include <cstddef>
 #include <cstdio>
 #include <map>
 #include <mutex>
@@ -64,6 +70,21 @@ struct LtCheck {                                                 // cublasLtMatm
     float waves;
     int reserved[4];
 };
+
+#ifdef SCHEDX_CHECK_CUBLAS_ABI  // the ints and layouts above, against the toolkit's headers
+static_assert(kOpN == CUBLAS_OP_N && kOpT == CUBLAS_OP_T);
+static_assert(kR16F == CUDA_R_16F && kR16BF == CUDA_R_16BF && kR32F == CUDA_R_32F && kR8I == CUDA_R_8I &&
+              kR32I == CUDA_R_32I);
+static_assert(kCompute32F == CUBLAS_COMPUTE_32F && kCompute32I == CUBLAS_COMPUTE_32I);
+static_assert(kGemmDefault == CUBLAS_GEMM_DEFAULT);
+static_assert(kMathExactReduction == (CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+static_assert(kLtTransA == CUBLASLT_MATMUL_DESC_TRANSA && kLtTransB == CUBLASLT_MATMUL_DESC_TRANSB);
+static_assert(kLtTile == CUBLASLT_ALGO_CONFIG_TILE_ID && kLtSplitK == CUBLASLT_ALGO_CONFIG_SPLITK_NUM &&
+              kLtStages == CUBLASLT_ALGO_CONFIG_STAGES_ID);
+static_assert(sizeof(LtAlgo) == sizeof(cublasLtMatmulAlgo_t));
+static_assert(sizeof(LtCheck) == sizeof(cublasLtMatmulHeuristicResult_t) &&
+              offsetof(LtCheck, workspace_bytes) == offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+#endif
 
 struct CublasLt {
     int (*create)(void **);

@@ -5,8 +5,9 @@
 // epilogue and the launches.
 // --lt: also every algorithm cuBLASLt's heuristic offers for the same GEMM (tile, split-K,
 // stages), each timed the same way: whether a pick other than cublasGemmEx's reads W faster.
-// Usage: schedx-int8-gemm [--dirty-cache] [--lt] [N,K] [rows,rows,...]   (default 8192,8192
-// and 3,6,12,24,48,96,192 plane rows)
+// Usage: schedx-int8-gemm [--dirty-cache] [--lt] [--nk N,K] [--rows r,r,...]   (default
+// 8192,8192 and 3,6,12,24,48,96,192 plane rows)
+#include <CLI/CLI.hpp>
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,20 +16,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "measure.h"
 
 namespace {
-
-std::vector<long> numbers(const std::string &list) {
-    std::vector<long> out;
-    std::stringstream s(list);
-    for (std::string item; std::getline(s, item, ',');) out.push_back(std::stol(item));
-    return out;
-}
 
 // Times every algorithm cuBLASLt's heuristic returns for out^T [n x rows] = W^T * planes^T
 // (column-major, as cublasGemmEx is called), fastest first, each line naming its configuration.
@@ -94,18 +87,16 @@ void sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Ti
 
 int main(int argc, char **argv) {
     bool dirty_cache = false, lt = false;
-    std::vector<std::string> lists;
-    for (int i = 1; i < argc; i++) {
-        if (std::string(argv[i]) == "--dirty-cache") dirty_cache = true;
-        else if (std::string(argv[i]) == "--lt") lt = true;
-        else lists.push_back(argv[i]);
-    }
-    const std::vector<long> nk = numbers(lists.size() > 0 ? lists[0] : "8192,8192");
-    const std::vector<long> plane_rows = numbers(lists.size() > 1 ? lists[1] : "3,6,12,24,48,96,192");
-    if (nk.size() != 2) {
-        std::fprintf(stderr, "usage: schedx-int8-gemm [--dirty-cache] [--lt] [N,K] [rows,rows,...]\n");
-        return 2;
-    }
+    std::vector<long> nk = {8192, 8192}, plane_rows = {3, 6, 12, 24, 48, 96, 192};
+    CLI::App app{"cuBLAS's int8 GEMM alone, as the w8_linear planes path calls it, timed as schedx-explore times "
+                 "variants."};
+    app.add_option("--nk", nk, "N,K of W")->delimiter(',')->expected(2)->check(CLI::Range(1, 1 << 20));
+    app.add_option("--rows", plane_rows, "plane rows (3M) to time, e.g. 3,6,12")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 20));
+    app.add_flag("--dirty-cache", dirty_cache, "time each call alone after dirtying L2, as do_bench does");
+    app.add_flag("--lt", lt, "also every algorithm cuBLASLt's heuristic offers");
+    CLI11_PARSE(app, argc, argv);
     const long n = nk[0], k = nk[1];
     std::string why;
     const std::unique_ptr<explore::Backend> b = explore::make_cuda_backend(&why);

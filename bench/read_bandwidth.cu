@@ -7,6 +7,7 @@
 // --dirty-cache times each launch alone after a write of 4x the L2, as schedx-explore
 // --dirty-cache and triton's do_bench do: the condition the torch anchors are measured in.
 // Usage: schedx-read-bandwidth [--dirty-cache] [MiB,MiB,...]   (default 16,56,64,1024)
+#include <CLI/CLI.hpp>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,7 +15,6 @@
 #include <cstdlib>
 #include <functional>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -122,16 +122,10 @@ void launch(const Config &c, int sms, const void *buf, size_t bytes, bool window
 int main(int argc, char **argv) {
     std::vector<size_t> mibs = {16, 56, 64, 1024};
     bool dirty_cache = false;
-    for (int i = 1; i < argc; i++) {
-        const std::string arg = argv[i];
-        if (arg == "--dirty-cache") {
-            dirty_cache = true;
-            continue;
-        }
-        mibs.clear();
-        std::stringstream s(arg);
-        for (std::string item; std::getline(s, item, ',');) mibs.push_back(std::stoul(item));
-    }
+    CLI::App app{"Read-only bandwidth at the sizes the operators read, timed as schedx-explore times variants."};
+    app.add_option("mibs", mibs, "MiB to read, e.g. 16,56,64,1024")->delimiter(',')->check(CLI::Range(1, 1 << 20));
+    app.add_flag("--dirty-cache", dirty_cache, "time each launch alone after dirtying L2, as do_bench does");
+    CLI11_PARSE(app, argc, argv);
     std::string why;
     const std::unique_ptr<explore::Backend> b = explore::make_cuda_backend(&why);
     if (!b) {

@@ -51,7 +51,7 @@ for step in $steps; do
       # The int8 planes path's floor: cuBLAS's int8 GEMM alone, where it was built, with
       # every cuBLASLt algorithm its heuristic offers (whether the pinned one still wins).
       if [ -x build/bench/schedx-int8-gemm ]; then
-        build/bench/schedx-int8-gemm --lt 8192,8192 12,24,48,96 > "$out/int8_gemm.md" 2>&1 || rc=1
+        build/bench/schedx-int8-gemm --lt --nk 8192,8192 --rows 12,24,48,96 > "$out/int8_gemm.md" 2>&1 || rc=1
       fi
       # Cast shapes start at 2048^2: below that a call is bound by its ~6 us of host time.
       build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \

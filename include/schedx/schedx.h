@@ -106,12 +106,20 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * once; the cuBLAS path without bias rounds twice, after the matmul and after the scale,
  * as PyTorch's F.linear(x, W.to(x.dtype)) * scales does.
  * Fast paths when x and w are 16-byte aligned with 16-byte-multiple row pitches and K is
- * a multiple of 256 or 512: M = 1 (GEMV) and M <= 16 (small batch); on CUDA with cuBLAS
- * present, from M = 2 (K a multiple of 16, only w aligned) Halide dequantizes W into a
- * workspace cached per device and stream (grown on demand, never freed) and cuBLAS
- * multiplies. The tuning database picks among them per shape; without a record, cuBLAS
- * takes M > 8 when M*N*K >= 2^24 (where it measured faster). Every other call runs the
- * general variant. */
+ * a multiple of 256 or 512: M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
+ * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
+ * a workspace cached per device and stream (grown on demand, never freed):
+ * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit
+ *   planes of one integer multiple of a power of two, multiplied by W as stored (int32,
+ *   exact). Elements within 14 binades of their row's largest |x| (11 for fp16) enter
+ *   exactly, smaller ones rounded to 2^-21 of that binade (below an fp32 accumulator's
+ *   own error); a row of x holding inf or NaN gives NaN in all its outputs;
+ * - the dequantize path (M >= 2): Halide converts W into the workspace and cuBLAS runs a
+ *   bf16/fp16 GEMM.
+ * The tuning database picks among them per shape. Without a record (rules from H200
+ * measurements): M = 7..128 past 2^27 multiply-adds take the planes path; otherwise the
+ * small-batch kernels up to M = 16, then the dequantize path past 2^24 multiply-adds.
+ * Every other call runs the general variant. */
 schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const int8_t *w,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,
                                const void *bias, void *y, int64_t ldy, schedx_device device, void *stream);

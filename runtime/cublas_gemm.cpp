@@ -158,7 +158,6 @@ const LtPlan *lt_plan(void *context, const CublasLtConfig &cfg, int64_t lda, int
     return p.usable ? &p : nullptr;
 }
 
-
 // c^T [n x m] = (b [k x n])^T * a^T [k x m] in cuBLAS's column-major view, on `stream` in
 // `context`, with the stream's handle.
 schedx_status gemm_abt(void *context, void *stream, int type_ab, int type_c, int compute, const void *alpha,

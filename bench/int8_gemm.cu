@@ -24,8 +24,9 @@
 namespace {
 
 // Times every algorithm cuBLASLt's heuristic returns for out^T [n x rows] = W^T * planes^T
-// (column-major, as cublasGemmEx is called), fastest first, each line naming its configuration.
-void sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Timing &timing, long n, long k, long rows,
+// (column-major, as cublasGemmEx is called): table rows, fastest first, each naming its
+// configuration.
+std::vector<std::string> sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Timing &timing, long n, long k, long rows,
               const void *planes, void *out) {
     cublasLtHandle_t lt;
     cublasLtCreate(&lt);
@@ -73,7 +74,8 @@ void sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Ti
         lines.emplace_back(t.median_us, line);
     }
     std::sort(lines.begin(), lines.end());
-    for (const auto &l : lines) std::printf("%s\n", l.second.c_str());
+    std::vector<std::string> rows_out;
+    for (const auto &l : lines) rows_out.push_back(l.second);
     b.release(ws);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);
@@ -81,6 +83,7 @@ void sweep_lt(explore::Backend &b, explore::Pool &w, int sets, const explore::Ti
     cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
     cublasLtDestroy(lt);
+    return rows_out;
 }
 
 }  // namespace
@@ -119,6 +122,7 @@ int main(int argc, char **argv) {
     std::printf("Timed as schedx-explore%s times variants (tools/explore/measure.h), W rotated over %d buffers.\n\n",
                 dirty_cache ? " --dirty-cache" : "", sets);
     std::printf("| plane rows (3M) | us | W GB/s |\n|---|---|---|\n");
+    std::vector<std::string> lt_rows;
     for (long rows : plane_rows) {
         void *planes = b->alloc(size_t(rows) * size_t(k)), *out = b->alloc(size_t(rows) * size_t(n) * 4);
         b->fill(planes, 1, size_t(rows) * size_t(k));
@@ -140,6 +144,9 @@ int main(int argc, char **argv) {
             return 1;
         }
         std::printf("| %ld | %.2f | %.0f |\n", rows, t.median_us, double(w_bytes) / t.median_us / 1e3);
+        if (lt) {
+            for (std::string &row : sweep_lt(*b, w, sets, timing, n, k, rows, planes, out)) lt_rows.push_back(row);
+        }
         b->release(planes);
         b->release(out);
     }
@@ -147,13 +154,7 @@ int main(int argc, char **argv) {
         std::printf("\ncuBLASLt's heuristic algorithms, fastest first per row count:\n\n"
                     "| plane rows | heuristic rank | algo id | tile id | stages id | split-K | workspace | check | us | W GB/s |\n"
                     "|---|---|---|---|---|---|---|---|---|---|\n");
-        for (long rows : plane_rows) {
-            void *planes = b->alloc(size_t(rows) * size_t(k)), *out = b->alloc(size_t(rows) * size_t(n) * 4);
-            b->fill(planes, 1, size_t(rows) * size_t(k));
-            sweep_lt(*b, w, sets, timing, n, k, rows, planes, out);
-            b->release(planes);
-            b->release(out);
-        }
+        for (const std::string &row : lt_rows) std::printf("%s\n", row.c_str());
     }
     cublasDestroy(handle);
     return 0;

@@ -52,15 +52,6 @@ struct DeviceCopy {
     }
 };
 
-// A variant's params ("key=value key=value") as a map.
-inline std::map<std::string, std::string> params_of(const schedx_variant_info &info) {
-    std::map<std::string, std::string> out;
-    std::istringstream words(info.params);
-    std::string kv;
-    while (words >> kv) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
-    return out;
-}
-
 // The schedule param of the variant that last ran `op`, or "none".
 inline std::string schedule_of_last(const char *op) {
     const char *last = schedx_last_variant(op);

@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -67,6 +69,15 @@ inline std::vector<schedx_variant_info> variant_infos(const std::string &op, con
         }
         if (op == info.op && device == info.device) out.push_back(info);
     }
+    return out;
+}
+
+// A variant's params ("key=value key=value") as a map.
+inline std::map<std::string, std::string> params_of(const schedx_variant_info &info) {
+    std::map<std::string, std::string> out;
+    std::istringstream words(info.params);
+    std::string kv;
+    while (words >> kv) out[kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
     return out;
 }
 

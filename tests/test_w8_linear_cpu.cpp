@@ -163,13 +163,12 @@ TEST_CASE("w8_linear: cublaslt_config strings parse, and every registered one do
     }
     int pinned = 0;
     for (const schedx_variant_info &v : test::variant_infos("w8_linear", "cuda")) {
-        std::istringstream words(v.params);
-        for (std::string word; words >> word;) {
-            if (word.rfind("cublaslt_config=", 0) != 0) continue;
-            CAPTURE(v.name);
-            CHECK(schedx::parse_cublaslt_config(word.substr(16), &cfg));
-            pinned++;
-        }
+        const auto params = test::params_of(v);
+        const auto config = params.find("cublaslt_config");
+        if (config == params.end()) continue;
+        CAPTURE(v.name);
+        CHECK(schedx::parse_cublaslt_config(config->second, &cfg));
+        pinned++;
     }
     CHECK(pinned >= 2);
 }

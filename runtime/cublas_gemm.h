@@ -14,11 +14,24 @@ namespace schedx {
 // True once libcublas is loaded (tried on the first call, then remembered).
 bool cublas_available();
 
+// The workspace a ranked cuBLASLt GEMM may use (the caller provides this much).
+constexpr size_t kCublasLtWorkspaceBytes = size_t(32) << 20;
+
 // c[m][n] (leading dim ldc) = a[m][k] * b[n][k]^T with a and b of one 16-bit dtype (fp16
-// when `fp16`, else bf16), fp32 accumulation; c is fp32, or of a's dtype when `c_half`
-// (rounded once by cuBLAS). On `stream` in `context`.
+// when `fp16`, else bf16), fp32 accumulation (split-K slices summed in fp32); c is fp32,
+// or of a's dtype when `c_half` (rounded once by cuBLAS). On `stream` in `context`.
+// heuristic_rank >= 0: the algorithm of that rank in cuBLASLt's heuristic list for this
+// call (types, shape, leading dimensions, pointer alignments; looked up once), with
+// `lt_workspace` (kCublasLtWorkspaceBytes); cublasGemmEx's own pick where the list is
+// shorter, and without a rank.
 schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void *a, int64_t lda, const void *b,
-                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k);
+                              int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k,
+                              int heuristic_rank = -1, void *lt_workspace = nullptr);
+
+// How many GEMM plans (shape and choice of algorithm) cuBLASLt has accepted in this
+// process: lets tests see that a ranked or pinned variant ran cuBLASLt's algorithm rather
+// than falling back to cublasGemmEx.
+size_t cublaslt_usable_plans();
 
 // A cuBLASLt configuration of the int8 GEMM (ids of cuBLASLt's algorithm, tile and stages
 // enums), from a variant's cublaslt_config "algo,tile,stages"; false where malformed.

@@ -155,7 +155,8 @@ const Variant *epilogue_variant(const std::string &stage, std::string_view x_typ
 
 // Large M through cuBLAS: W in x's dtype into the workspace, then either an fp32 GEMM
 // result after it, which the epilogue turns into y with scale and bias (rounding once, as
-// the fused variants do), or (rescale) y written by the GEMM and scaled in place.
+// the fused variants do), or (rescale) y written by the GEMM and scaled in place. The GEMM
+// is cublasGemmEx's pick, or with cublaslt_heuristic_rank that rank of cuBLASLt's list.
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
     const bool rescale = is_rescale_path(v);
@@ -174,9 +175,15 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
     const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
+    const size_t acc_bytes = rescale ? 0 : ((size_t(c.m) * size_t(c.n) * 4 + 255) / 256) * 256;
+    // A ranked cuBLASLt GEMM's workspace follows W's and the accumulator's.
+    const int rank = v.param_int("cublaslt_heuristic_rank", -1);
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    if ((s = cuda_workspace(ctx, stream, w_bytes + (rescale ? 0 : size_t(c.m) * size_t(c.n) * 4), &ws))) return s;
+    if ((s = cuda_workspace(ctx, stream, w_bytes + acc_bytes + (rank >= 0 ? kCublasLtWorkspaceBytes : 0), &ws))) {
+        return s;
+    }
+    void *lt_ws = static_cast<uint8_t *>(ws) + w_bytes + acc_bytes;
     {
         PipelineCall call(*dequant, stream, ctx);
         call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
@@ -185,11 +192,15 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     }
     PipelineCall call(*epilogue, stream, ctx);
     if (rescale) {
-        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k))) return s;
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k, rank, lt_ws))) {
+            return s;
+        }
         call.bind_matrix("acc", c.y, c.m, c.n, c.ldy, 2);
     } else {
         float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
-        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
+        if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k, rank, lt_ws))) {
+            return s;
+        }
         call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
     }
     bind_common(call, c);

@@ -28,6 +28,8 @@ foreach (_i RANGE ${_last_op})
     string(JSON _autosched ERROR_VARIABLE _no_as GET "${_v}" autoscheduler)
     set(_params "")
     set(_param_text "")
+    string(JSON _params_json GET "${_v}" params)
+    set(_params_json_${_name} "${_params_json}")
     string(JSON _np LENGTH "${_v}" params)
     if (_np GREATER 0)
       math(EXPR _lastp "${_np} - 1")
@@ -43,9 +45,10 @@ foreach (_i RANGE ${_last_op})
     else ()
       set(_target ${_cpu_target})
     endif ()
-    # Runtime settings, not generator parameters: the CUDA JIT's register cap and the
-    # cuBLASLt configuration of a planes variant's GEMM.
-    foreach (_setting jit_max_registers cublaslt_config)
+    # Runtime settings, not generator parameters: the CUDA JIT's register cap, the
+    # cuBLASLt configuration of a planes variant's GEMM, the cuBLASLt heuristic's rank for
+    # a rescale variant's GEMM, and kernels_of (below).
+    foreach (_setting jit_max_registers cublaslt_config cublaslt_heuristic_rank kernels_of)
       string(JSON _val ERROR_VARIABLE _no_setting GET "${_v}" ${_setting})
       if (_no_setting STREQUAL "NOTFOUND")
         string(APPEND _param_text "${_setting}=${_val} ")
@@ -58,18 +61,32 @@ foreach (_i RANGE ${_last_op})
       set(_as_args AUTOSCHEDULER Halide::${_autosched})
       string(APPEND _param_text "autoscheduler=${_autosched} ")
     endif ()
-    add_halide_library(${_name} FROM schedx_generators
-                       GENERATOR ${_gen}
-                       TARGETS ${_target}
-                       USE_RUNTIME schedx_halide_runtime
-                       PARAMS ${_params}
-                       ${_as_args}
-                       STMT ${_name}_stmt
-                       SCHEDULE ${_name}_schedule)
-    list(APPEND SCHEDX_VARIANT_LIBS ${_name})
-    string(APPEND _includes "#include \"${_name}.h\"\n")
+    # kernels_of: an entry that differs from an earlier one only in runtime settings calls
+    # that entry's generated pipeline instead of generating the same one again.
+    string(JSON _kernels ERROR_VARIABLE _no_kernels GET "${_v}" kernels_of)
+    if (_no_kernels STREQUAL "NOTFOUND")
+      if (NOT _kernels IN_LIST SCHEDX_VARIANT_LIBS)
+        message(FATAL_ERROR "variants.json: ${_name}'s kernels_of names no earlier entry: ${_kernels}")
+      endif ()
+      string(JSON _same_params EQUAL "${_params_json_${_kernels}}" "${_params_json}")
+      if (NOT _same_params)
+        message(FATAL_ERROR "variants.json: ${_name} has other params than ${_kernels}, whose kernels it calls")
+      endif ()
+    else ()
+      set(_kernels ${_name})
+      add_halide_library(${_name} FROM schedx_generators
+                         GENERATOR ${_gen}
+                         TARGETS ${_target}
+                         USE_RUNTIME schedx_halide_runtime
+                         PARAMS ${_params}
+                         ${_as_args}
+                         STMT ${_name}_stmt
+                         SCHEDULE ${_name}_schedule)
+      list(APPEND SCHEDX_VARIANT_LIBS ${_name})
+      string(APPEND _includes "#include \"${_name}.h\"\n")
+    endif ()
     string(STRIP "${_param_text}" _param_text)
-    string(APPEND _rows "    {\"${_name}\", \"${_op}\", Device::${_device}, \"${_param_text}\", ${_name}_argv, ${_name}_metadata},\n")
+    string(APPEND _rows "    {\"${_name}\", \"${_op}\", Device::${_device}, \"${_param_text}\", ${_kernels}_argv, ${_kernels}_metadata},\n")
   endforeach ()
 endforeach ()
 

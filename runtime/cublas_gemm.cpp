@@ -157,6 +157,7 @@ using LtKey = std::tuple<void *, int, int, int, int64_t, int64_t, int64_t, int64
 std::mutex lt_mutex;  // guards `lt_handles` and `lt_plans`
 std::map<void *, void *> lt_handles;
 std::map<LtKey, LtPlan> lt_plans;
+thread_local bool last_gemm_lt = false;  // see last_gemm_was_cublaslt
 
 // The largest power of two up to 256 dividing the address: cuBLASLt's heuristic assumes
 // 256-byte aligned matrices unless told otherwise.
@@ -248,6 +249,7 @@ schedx_status gemm_abt(void *context, void *stream, int type_ab, int type_c, int
         if (r != 0) return fail(SCHEDX_ERR_KERNEL, "cuBLAS handle setup failed: " + std::to_string(r));
         handle = created;
     }
+    last_gemm_lt = false;
     const int r = cb.gemm_ex(handle, kOpT, kOpN, int(n), int(m), int(k), alpha, b, type_ab, int(ldb), a, type_ab,
                              int(lda), beta, c, type_c, int(ldc), compute, kGemmDefault);
     return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasGemmEx failed: " + std::to_string(r));
@@ -266,6 +268,7 @@ schedx_status gemm_abt_with(void *context, void *stream, int type_ab, int type_c
                                          workspace_bytes)) {
             const int r = cublas_lt().matmul(plan->handle, plan->desc, alpha, b, plan->a, a, plan->b, beta, c, plan->c,
                                              c, plan->c, &plan->algo, workspace, plan->workspace_bytes, stream);
+            last_gemm_lt = true;
             return r == 0 ? SCHEDX_OK : fail(SCHEDX_ERR_KERNEL, "cublasLtMatmul failed: " + std::to_string(r));
         }
     }
@@ -312,11 +315,6 @@ schedx_status cublas_gemm_i8_abt(void *context, void *stream, const int8_t *a, i
 
 bool cublas_available() { return cublas().ok; }
 
-size_t cublaslt_usable_plans() {
-    std::lock_guard<std::mutex> lock(lt_mutex);
-    size_t n = 0;
-    for (const auto &entry : lt_plans) n += entry.second.usable ? 1 : 0;
-    return n;
-}
+bool last_gemm_was_cublaslt() { return last_gemm_lt; }
 
 }  // namespace schedx

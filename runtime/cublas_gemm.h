@@ -28,10 +28,9 @@ schedx_status cublas_gemm_abt(void *context, void *stream, bool fp16, const void
                               int64_t ldb, void *c, bool c_half, int64_t ldc, int64_t m, int64_t n, int64_t k,
                               int heuristic_rank = -1, void *lt_workspace = nullptr);
 
-// How many GEMM plans (shape and choice of algorithm) cuBLASLt has accepted in this
-// process: lets tests see that a ranked or pinned variant ran cuBLASLt's algorithm rather
-// than falling back to cublasGemmEx.
-size_t cublaslt_usable_plans();
+// Whether this thread's last GEMM ran through cuBLASLt (a ranked or pinned choice it
+// accepted) rather than cublasGemmEx: lets tests see that a variant's choice was honoured.
+bool last_gemm_was_cublaslt();
 
 // A cuBLASLt configuration of the int8 GEMM (ids of cuBLASLt's algorithm, tile and stages
 // enums), from a variant's cublaslt_config "algo,tile,stages"; false where malformed.

@@ -426,10 +426,12 @@ private:
     // Folding every thread's partial into one shared word by an atomic max (Halide lowers
     // it to a compare-and-swap loop) took 107.6 us at 8192^2; shuffles 87.4; the word
     // maxima from registers and one fold kernel instead of three 82.4. The rest: the fold
-    // kernel (one block) and occupancy lost to the maxima in shared memory (ncu: 18
-    // instead of 26 blocks per SM). One atomic max per tile instead of the fold (amax
-    // zeroed first) was far slower: Halide's compare-and-swap loop with 16,384 tiles on
-    // one word took 143 us at 8192^2.
+    // kernel (a second launch; 16 loads in flight per thread instead of 4 changed nothing)
+    // and occupancy: 54 registers per thread allow 18 blocks per SM, where shared memory
+    // would allow 26 (ncu, 459862b), and a cap of 40 spilled and was slower
+    // (bench/results/cast_tiles_per_block_fold_2026-12-03_h200_459862b.md). One atomic
+    // max per tile instead of the fold (amax zeroed first) was far slower: Halide's
+    // compare-and-swap loop with 16,384 tiles on one word took 143 us at 8192^2.
     // last_block against kernel, H200, bf16 t64r8w4 (explore, back to back;
     // bench/results/amax_last_block_2026-12-03_h200_499e769.md): 4096^2 25.9 / 27.6 us,
     // 8192x2048 25.6 / 26.8, 4096x14336 73.8 / 78.2, but 8192^2 84.7 / 81.4 and 16384x4096

@@ -381,3 +381,33 @@ TEST_CASE("variants.json's jit_max_registers reaches the registry as each CUDA v
         if (v.device == schedx::Device::cpu) CHECK(v.jit_max_registers == 0);
     }
 }
+
+TEST_CASE("variants.json's kernels_of: an entry calls an earlier entry's pipeline and has its parameters") {
+    const std::vector<std::string> settings{"jit_max_registers", "cublaslt_config", "cublaslt_heuristic_rank",
+                                            "kernels_of"};
+    auto generator_params = [&](const schedx::Variant &v) {
+        auto p = v.params;
+        for (const std::string &s : settings) p.erase(s);
+        return p;
+    };
+    int sharing = 0;
+    for (const schedx::Variant &v : schedx::registry()) {
+        const std::string_view of = v.param("kernels_of");
+        if (of.empty()) continue;
+        CAPTURE(v.name);
+        const schedx::Variant *owner = schedx::find_variant(std::string(of));
+        REQUIRE(owner != nullptr);
+        CHECK(owner->param("kernels_of").empty());  // one level: the owner generated its own
+        CHECK((owner->argv == v.argv));  // parenthesised: doctest cannot print these
+        CHECK((owner->metadata == v.metadata));
+        CHECK((generator_params(*owner) == generator_params(v)));
+        CHECK(owner->op == v.op);
+        CHECK(owner->device == v.device);
+        sharing++;
+    }
+    // The ranked cuBLASLt rescale variants (5 ranks x 4 dtype pairs) and the two GemmEx planes variants.
+    CHECK(sharing >= 22);
+    const schedx::Variant *ranked = schedx::find_variant("w8_linear_bf16_sbf16_dequant_cublaslt_h2_rescale");
+    REQUIRE(ranked != nullptr);
+    CHECK(ranked->param_int("cublaslt_heuristic_rank", -1) == 2);
+}

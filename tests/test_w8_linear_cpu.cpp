@@ -4,7 +4,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "cublas_gemm.h"
 #include "w8_linear_case.h"
@@ -178,12 +177,9 @@ TEST_CASE("w8_linear: cublaslt_config strings parse, and every registered one do
 // a call fails with SCHEDX_ERR_NO_VARIANT on the GPU only. Checked here, without one.
 TEST_CASE("w8_linear: every CUDA epilogue kind the cuBLAS and planes paths look up is registered") {
     auto has = [](const schedx_variant_info &info, const std::string &kv) {
-        std::istringstream words(info.params);
-        std::string word;
-        while (words >> word) {
-            if (word == kv) return true;
-        }
-        return false;
+        const auto params = test::params_of(info);
+        const auto it = params.find(kv.substr(0, kv.find('=')));
+        return it != params.end() && it->second == kv.substr(kv.find('=') + 1);
     };
     const std::vector<schedx_variant_info> epilogues = test::variant_infos("w8_linear_epilogue", "cuda");
     int paths = 0;

@@ -563,10 +563,15 @@ private:
         groups.update().gpu_threads(g);
     }
 
-    // In-place rescale: one 16-byte load and store (8 outputs) per thread. The runtime
-    // takes this path only for rows of whole 16-byte vectors at 16-byte aligned starts.
-    // H200, N = K = 8192, M = 4096: 38 us under ncu (134 MB moved) against 114 us for the
-    // fp32 epilogue; the whole path 780 us against 859 (M = 1024: 239 against 257).
+    // In-place rescale: 16-byte loads and stores (8 outputs), two rows per thread so that
+    // two loads are in flight. The runtime takes this path only for rows of whole 16-byte
+    // vectors at 16-byte aligned starts. H200, N = K = 8192, M = 4096: 38 us under ncu
+    // (134 MB moved) against 114 us for the fp32 epilogue; the whole path 780 us against
+    // 859 (M = 1024: 239 against 257). Two rows per thread instead of one (torch.profiler,
+    // back to back): 54.5 against 57.6 us at M x N = 4096 x 14336, 32.4 against 35.1 at
+    // 4096 x 8192, 13.7 against 16.3 at 1024 x 14336 (torch.compile's Triton multiply:
+    // 53.9, 31.1 and 20.9); four rows gained nothing more; rows in reverse order (to meet
+    // the GEMM's last writes in L2) nothing (bench/results/w8_large_m_helpers_2026-12-03_h200.md).
     void schedule_rescale() {
         auto whole_vectors = [](auto &b) {
             b.dim(0).set_min(0).set_extent((b.dim(0).extent() / 4) * 4);
@@ -575,10 +580,15 @@ private:
         };
         whole_vectors(*acc_in);
         whole_vectors(*y);
-        Var nv("nv");
+        Var nv("nv"), mr("mr"), mt("mt");
         y->split(n, n, nv, 4, TailStrategy::RoundUp)
             .vectorize(nv)
-            .gpu_tile(n, m, no, mo, ni, mi, 64, 4, TailStrategy::GuardWithIf);
+            .tile(n, m, no, mo, ni, mi, 64, 8, TailStrategy::GuardWithIf)
+            .split(mi, mt, mr, 2)
+            .reorder(nv, mr, ni, mt, no, mo)
+            .unroll(mr)
+            .gpu_blocks(no, mo)
+            .gpu_threads(ni, mt);
     }
 };
 

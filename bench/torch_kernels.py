@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
 """Which GPU kernels a w8_linear call becomes, and how long each takes: torch.compile's
 default mode and coordinate-descent tuning, cuBLAS on pre-dequantized weights, and
-schedx's dispatched path, each run back to back under torch.profiler (no L2 flush
-between calls). compare_torch.py gives the end-to-end times; this splits them, to say
-where a gap between two paths comes from.
+schedx's dispatched path, each under torch.profiler. compare_torch.py gives the end-to-end
+times; this splits them, to say where a gap between two paths comes from.
+
+By default the calls run back to back (no L2 flush). With --flush each call follows a
+256 MiB zero fill, as in triton's do_bench, and the table adds the span from the end of the
+fill to the end of the call's last kernel (idle gaps included, as do_bench's events see
+them) next to do_bench's own time of the same function in the same process, so that a
+difference between the kernels and do_bench's number shows.
 
 Usage (GPU machine, repository root):
-    SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py 4096x8192x8192 16x8192x8192
+    SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py [--flush] 4096x8192x8192 16x8192x8192
 """
 
+import argparse
 import collections
 import os
 import sys
@@ -25,25 +31,46 @@ from compare_torch import COMPILE_MODES, w8_eager  # noqa: E402
 CALLS = 20
 
 
-def kernel_table(fn):
-    """[(kernel name, calls per fn call, mean us)] of CALLS back-to-back calls of fn."""
+def profiled(fn, flush):
+    """[(kernel name, calls per fn call, mean us)] over CALLS calls of fn, the fill's kernel
+    left out; and with `flush` the median span from each fill's end to the call's last end."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(CALLS):
+            if flush is not None:
+                flush.zero_()
             fn()
         torch.cuda.synchronize()
+    events = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                    if e.device_type == torch.autograd.DeviceType.CUDA)
+    # The fill is the first kernel of each iteration: CALLS of them, the first in time order.
+    fill = events[0][2] if flush is not None else None
     per_kernel = collections.defaultdict(list)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            per_kernel[e.name].append(e.device_time)
+    spans, start, last = [], None, None
+    for begin, end, name in events:
+        if name == fill:
+            if start is not None:
+                spans.append(last - start)
+            start = end
+            continue
+        per_kernel[name].append(end - begin)
+        last = end
+    if start is not None:
+        spans.append(last - start)
     rows = [(name, len(ts) / CALLS, sum(ts) / len(ts)) for name, ts in per_kernel.items()]
-    return sorted(rows, key=lambda r: -r[1] * r[2])
+    span = sorted(spans)[len(spans) // 2] if spans else None
+    return sorted(rows, key=lambda r: -r[1] * r[2]), span
 
 
 def main():
-    for shape in sys.argv[1:] or ["4096x8192x8192"]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flush", action="store_true", help="a 256 MiB fill before each call, as do_bench does")
+    ap.add_argument("shapes", nargs="*", default=["4096x8192x8192"], help="MxNxK")
+    args = ap.parse_args()
+    flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if args.flush else None
+    for shape in args.shapes:
         m, n, k = (int(v) for v in shape.split("x"))
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
         w = torch.randint(-128, 128, (n, k), device="cuda", dtype=torch.int8)
@@ -63,14 +90,20 @@ def main():
             "cuBLAS on pre-dequantized W (F.linear)": lambda: lambda: torch.nn.functional.linear(x, w_bf16),
             "schedx (dispatched)": lambda: lambda: schedx.w8_linear(x, w, scales),
         }
-        print(f"## M={m} N={n} K={k} ({torch.cuda.get_device_name()}, torch {torch.__version__})\n")
+        print(f"## M={m} N={n} K={k} ({torch.cuda.get_device_name()}, torch {torch.__version__}"
+              f"{', L2 flushed before each call' if args.flush else ''})\n")
         print("| path | kernel | launches per call | mean us |")
         print("|---|---|---|---|")
         for label, make in paths.items():
-            rows = kernel_table(make())
+            fn = make()
+            rows, span = profiled(fn, flush)
             for name, per_call, us in rows:
                 print(f"| {label} | `{name[:110]}` | {per_call:g} | {us:.1f} |")
             print(f"| {label} | **sum per call** | | {sum(p * us for _, p, us in rows):.1f} |")
+            if args.flush:
+                import triton  # only here: the back-to-back mode needs no triton
+                print(f"| {label} | **fill end to last kernel end, median** | | {span:.1f} |")
+                print(f"| {label} | **triton do_bench, median** | | {triton.testing.do_bench(fn, return_mode='median') * 1e3:.1f} |")
         print()
 
 

@@ -401,6 +401,8 @@ TEST_CASE("variants.json's kernels_of: an entry calls an earlier entry's pipelin
         CHECK((owner->argv == v.argv));  // parenthesised: doctest cannot print these
         CHECK((owner->metadata == v.metadata));
         CHECK((generator_params(*owner) == generator_params(v)));
+        // One CUDA module per pipeline, loaded under one register cap.
+        CHECK(owner->jit_max_registers == v.jit_max_registers);
         CHECK(owner->op == v.op);
         CHECK(owner->device == v.device);
         sharing++;

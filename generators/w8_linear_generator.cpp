@@ -58,6 +58,8 @@ public:
     // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as load_words/4
     // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
     // bytes (false: one contiguous run per lane, 4 * load_words bytes apart).
+    // stage=dequantize: a lane's two 16-byte stores 512 bytes apart, so that each warp-wide
+    // store writes 512 contiguous bytes (false: one 32-byte run per lane).
     GeneratorParam<bool> coalesced{"coalesced", false};
 
     void configure() {
@@ -67,8 +69,8 @@ public:
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
         word_io = lane_layout || s == "cuda_words";
         // Split-K interleaves single groups among its warps: a lane's run is one group there.
-        if (coalesced && (!lane_layout || s == "cuda_splitk" || load_words % 4 != 0)) {
-            throw std::invalid_argument("coalesced takes schedule=cuda_gemv or cuda_smallbatch and load_words "
+        if (coalesced && stage != Stage::dequantize && (!lane_layout || s == "cuda_splitk" || load_words % 4 != 0)) {
+            throw std::invalid_argument("coalesced takes stage=dequantize, or schedule=cuda_gemv or cuda_smallbatch and load_words "
                                         "a multiple of 4");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
@@ -509,6 +511,26 @@ private:
         w->set_host_alignment(16);
         w_out->set_host_alignment(16);
         Var ko("ko"), ki("ki"), kj("kj"), kt("kt"), nb("nb");
+        if (coalesced) {
+            // Per warp 256 output words (1 KB): two halves of 512 bytes, lane l writing words
+            // 4l..4l+3 of each (from two 8-byte loads of W); two warps along K, four rows.
+            // Why: the default form's 32-byte runs per lane leave each warp-wide store half of
+            // 1 KB; Triton's kernel, 3 us faster at 14336 x 4096, stores whole 512-byte runs.
+            // Not yet timed on the H200 (bench/results/w8_large_m_helpers_2026-12-03_h200.md).
+            Var kq("kq"), kl("kl"), kw("kw");
+            w_out->split(k, kq, ki, 4, TailStrategy::RoundUp)
+                .split(kq, ko, kq, 128, TailStrategy::GuardWithIf)
+                .split(kq, kw, kq, 64)
+                .split(kq, kj, kl, 32)
+                .split(n, nb, ni, 4, TailStrategy::GuardWithIf)
+                .reorder(ki, kj, kl, kw, ni, ko, nb)
+                .vectorize(ki)
+                .unroll(kj)
+                .gpu_blocks(ko, nb)
+                .gpu_threads(kl, kw, ni);
+            w_rows.compute_at(*w_out, kj).vectorize(k);
+            return;
+        }
         w_out->split(k, kt, ki, 8, TailStrategy::RoundUp)
             .split(ki, kj, ki, 4)
             .split(kt, ko, kt, 64, TailStrategy::GuardWithIf)

@@ -4,7 +4,8 @@
 # in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile]   (default: all but the last two)
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
+#   (default: the first five)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
 # options, e.g. "--only w8 --w8-nk 4096x4096" (one (N, K) per call reaches its compile columns).
@@ -85,6 +86,10 @@ for step in $steps; do
         grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Stall" \
           "$out/ncu_${variant}_$shape.txt" | head -n 12
       done ;;
+    kernels)  # large-M w8_linear split into kernels after do_bench's L2 flush, with do_bench's own time
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py --flush \
+        ${KERNELS_SHAPES:-4096x14336x4096 1024x14336x4096} > "$out/torch_kernels_flush.md" 2>&1 || rc=1
+      grep -E "sum per call|fill end|do_bench" "$out/torch_kernels_flush.md" ;;
     pyprofile)  # issue 5: where the Python API's host time goes
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/python_host_profile.py \
         > "$out/python_host_profile.md" 2>&1 || rc=1

@@ -70,6 +70,8 @@ def main():
     ap.add_argument("shapes", nargs="*", default=["4096x8192x8192"], help="MxNxK")
     args = ap.parse_args()
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if args.flush else None
+    if args.flush:
+        import triton  # only here: the back-to-back mode needs no triton
     for shape in args.shapes:
         m, n, k = (int(v) for v in shape.split("x"))
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -101,7 +103,6 @@ def main():
                 print(f"| {label} | `{name[:110]}` | {per_call:g} | {us:.1f} |")
             print(f"| {label} | **sum per call** | | {sum(p * us for _, p, us in rows):.1f} |")
             if args.flush:
-                import triton  # only here: the back-to-back mode needs no triton
                 print(f"| {label} | **fill end to last kernel end, median** | | {span:.1f} |")
                 print(f"| {label} | **triton do_bench, median** | | {triton.testing.do_bench(fn, return_mode='median') * 1e3:.1f} |")
         print()

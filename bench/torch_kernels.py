@@ -10,6 +10,10 @@ fill to the end of the call's last kernel (idle gaps included, as do_bench's eve
 them) next to do_bench's own time of the same function in the same process, so that a
 difference between the kernels and do_bench's number shows.
 
+The paths are measured round robin (--rounds passes, each over every path), and each
+kernel's time is given per round as well as averaged: over a run of large GEMMs the GPU's
+clock drifts by up to 10%, which paths measured one after another would take for a gap.
+
 Usage (GPU machine, repository root):
     SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py [--flush] 4096x8192x8192 16x8192x8192
 """
@@ -17,6 +21,7 @@ Usage (GPU machine, repository root):
 import argparse
 import collections
 import os
+import statistics
 import sys
 
 import torch
@@ -67,6 +72,7 @@ def profiled(fn, flush):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flush", action="store_true", help="a 256 MiB fill before each call, as do_bench does")
+    ap.add_argument("--rounds", type=int, default=3, help="round-robin passes over the paths")
     ap.add_argument("shapes", nargs="*", default=["4096x8192x8192"], help="MxNxK")
     args = ap.parse_args()
     flush = torch.empty(256 << 20, dtype=torch.int8, device="cuda") if args.flush else None
@@ -93,18 +99,33 @@ def main():
             "schedx (dispatched)": lambda: lambda: schedx.w8_linear(x, w, scales),
         }
         print(f"## M={m} N={n} K={k} ({torch.cuda.get_device_name()}, torch {torch.__version__}"
-              f"{', L2 flushed before each call' if args.flush else ''})\n")
-        print("| path | kernel | launches per call | mean us |")
-        print("|---|---|---|---|")
-        for label, make in paths.items():
-            fn = make()
-            rows, span = profiled(fn, flush)
-            for name, per_call, us in rows:
-                print(f"| {label} | `{name[:110]}` | {per_call:g} | {us:.1f} |")
-            print(f"| {label} | **sum per call** | | {sum(p * us for _, p, us in rows):.1f} |")
+              f"{', L2 flushed before each call' if args.flush else ''}, {args.rounds} rounds)\n")
+        fns = {label: make() for label, make in paths.items()}
+        # Round robin: the GPU's clock drifts by up to 10% over a run of large GEMMs, so paths
+        # measured one after another would carry that drift into their difference.
+        rounds = collections.defaultdict(list)
+        for _ in range(args.rounds):
+            for label, fn in fns.items():
+                rows, span = profiled(fn, flush)
+                bench = triton.testing.do_bench(fn, return_mode="median") * 1e3 if args.flush else None
+                rounds[label].append((rows, span, bench))
+        print("| path | kernel | launches per call | mean us | per round |")
+        print("|---|---|---|---|---|")
+        for label, runs in rounds.items():
+            kernels = collections.defaultdict(list)
+            for rows, _, _ in runs:
+                for name, per_call, us in rows:
+                    kernels[name].append((per_call, us))
+            for name, vals in sorted(kernels.items(), key=lambda kv: -sum(p * u for p, u in kv[1])):
+                print(f"| {label} | `{name[:110]}` | {vals[0][0]:g} | {statistics.mean(u for _, u in vals):.1f} | "
+                      f"{' / '.join(f'{u:.1f}' for _, u in vals)} |")
+            sums = [sum(p * us for _, p, us in rows) for rows, _, _ in runs]
+            print(f"| {label} | **sum per call** | | {statistics.median(sums):.1f} | {' / '.join(f'{v:.1f}' for v in sums)} |")
             if args.flush:
-                print(f"| {label} | **fill end to last kernel end, median** | | {span:.1f} |")
-                print(f"| {label} | **triton do_bench, median** | | {triton.testing.do_bench(fn, return_mode='median') * 1e3:.1f} |")
+                for what, i in (("fill end to last kernel end, median", 1), ("triton do_bench, median", 2)):
+                    vals = [run[i] for run in runs]
+                    print(f"| {label} | **{what}** | | {statistics.median(vals):.1f} | "
+                          f"{' / '.join(f'{v:.1f}' for v in vals)} |")
         print()
 
 

@@ -515,8 +515,9 @@ private:
             // Per warp 256 output words (1 KB): two halves of 512 bytes, lane l writing words
             // 4l..4l+3 of each (from two 8-byte loads of W); two warps along K, four rows.
             // Why: the default form's 32-byte runs per lane leave each warp-wide store half of
-            // 1 KB; Triton's kernel, 3 us faster at 14336 x 4096, stores whole 512-byte runs.
-            // Not yet timed on the H200 (bench/results/w8_large_m_helpers_2026-12-03_h200.md).
+            // 1 KB; Triton's kernel stores whole 512-byte runs. H200, 14336 x 4096 after an L2
+            // flush: 44.7 us against 47.5 for the default form and 44.0 for Triton's
+            // (bench/results/gpu_checks_2026-12-04_h200_34a0b15.md), so it is listed first.
             Var kq("kq"), kl("kl"), kw("kw");
             w_out->split(k, kq, ki, 4, TailStrategy::RoundUp)
                 .split(kq, ko, kq, 128, TailStrategy::GuardWithIf)

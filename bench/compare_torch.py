@@ -255,15 +255,27 @@ COMPILE_MODES = {
 }
 
 
+ANCHOR_ROUNDS = 3
+
+
 class CompileJob:
     """One torch.compile measurement, run after every schedx and eager number is in, in
-    priority order, while the time budget lasts. `anchor` (schedx's call) is timed again
-    right after the compiled function: a long run of large GEMMs heats the GPU and lowers
-    its clock, so a time taken minutes apart is not a fair comparison."""
+    priority order, while the time budget lasts. `anchor` (schedx's call, run as the row's
+    best variant where one was found) is timed alternately with the compiled function,
+    ANCHOR_ROUNDS times each, medians kept: a long run of large GEMMs heats the GPU and
+    moves its clock by up to 16% (bench/results/gpu_checks_2026-12-04_h200_34a0b15.md), so
+    times taken minutes apart, or even one after the other, are not a fair comparison."""
 
     def __init__(self, r, col, where, fn, mode, inputs, check, autotune=False, anchor=None):
         self.r, self.col, self.where, self.fn, self.mode = r, col, where, fn, mode
         self.inputs, self.check, self.autotune, self.anchor = inputs, check, autotune, anchor
+
+    def time_anchor(self, timer):
+        name = self.r.get("best_variant")
+        if not name:
+            return timer(self.anchor)
+        with schedx.forcing("w8_linear", name):
+            return timer(self.anchor)
 
     def run(self, rep, timer, budget, autotune_left):
         if budget.left() < (60 if self.autotune else 20) or (self.autotune and autotune_left <= 0):
@@ -278,11 +290,14 @@ class CompileJob:
             bad = self.check(c(*self.inputs))
             if bad:
                 raise AssertionError(f"compiled output differs: {bad}")
-            t = timer(lambda: c(*self.inputs))
-            if self.anchor is not None:
-                self.r[self.col + " anchor"] = rep.attempt(f"{self.where} schedx next to it",
-                                                           lambda: timer(self.anchor))
-            return t
+            if self.anchor is None:
+                return timer(lambda: c(*self.inputs))
+            compiled, anchored = [], []
+            for _ in range(ANCHOR_ROUNDS):
+                compiled.append(timer(lambda: c(*self.inputs)))
+                anchored.append(self.time_anchor(timer))
+            self.r[self.col + " anchor"] = statistics.median(anchored)
+            return statistics.median(compiled)
 
         self.r[self.col] = rep.attempt(self.where, go)
 
@@ -485,8 +500,8 @@ def w8_tables(results, per_variant, ceil):
                      err("err_schedx"), err("err_eager")])
     header = ["M", "N", "K", "eager us", "compile us", "compile+cd us", "max-autotune us", "cuBLAS deq-W us",
               "schedx us", "schedx variant", "best us", "best variant", "compile+cd/schedx", "best torch/schedx",
-              "best torch/best", "schedx us next to compile+cd", "compile+cd/schedx adjacent",
-              "schedx us next to compile", "compile/schedx adjacent", "schedx % read bw", "best % read bw",
+              "best torch/best", "schedx best us, alternated with compile+cd", "compile+cd/schedx alternated",
+              "schedx best us, alternated with compile", "compile/schedx alternated", "schedx % read bw", "best % read bw",
               "schedx rel err", "eager rel err"]
     shapes = list(results)
     variant_rows = [[v] + [per_variant[v].get(s) for s in shapes] for v in per_variant]

@@ -937,9 +937,10 @@ def main():
            "`y = F.linear(x, W.to(bf16)) * scales`, x bf16 [M, K], W int8 [N, K], scales bf16 [N]. Outputs "
            f"checked against an fp64 reference: max|y - ref| / max|ref| <= {W8_REL_TOL}. cuBLAS column: F.linear "
            "on W dequantized and scaled ahead of time. % read bw: (N*K + 2*M*K + 2*M*N) bytes over the time, "
-           "against the read-only ceiling. \"schedx us next to compile\": schedx timed again right after the "
-           "compiled function, for a ratio at the same GPU temperature and clock (the compile columns are "
-           "measured minutes after the others).", ""]
+           "against the read-only ceiling. \"alternated\": the compiled function and schedx's best variant "
+           f"(dispatched where none was found) timed in turn, {ANCHOR_ROUNDS} times each, medians, for a ratio "
+           "at the same GPU temperature and clock (the compile columns are measured minutes after the "
+           "others).", ""]
     if isinstance(w8, tuple):
         results, per_variant, note, _ = w8
         table, variants = w8_tables(results, per_variant, ceil)

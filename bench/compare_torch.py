@@ -266,15 +266,16 @@ class CompileJob:
     moves its clock by up to 16% (bench/results/gpu_checks_2026-12-04_h200_34a0b15.md), so
     times taken minutes apart, or even one after the other, are not a fair comparison."""
 
-    def __init__(self, r, col, where, fn, mode, inputs, check, autotune=False, anchor=None):
+    def __init__(self, r, col, where, fn, mode, inputs, check, autotune=False, anchor=None, anchor_op=None):
         self.r, self.col, self.where, self.fn, self.mode = r, col, where, fn, mode
         self.inputs, self.check, self.autotune, self.anchor = inputs, check, autotune, anchor
+        self.anchor_op = anchor_op  # None: the anchor runs dispatched (no best variant applies)
 
     def time_anchor(self, timer):
         name = self.r.get("best_variant")
-        if not name:
+        if not (self.anchor_op and name):
             return timer(self.anchor)
-        with schedx.forcing("w8_linear", name):
+        with schedx.forcing(self.anchor_op, name):
             return timer(self.anchor)
 
     def run(self, rep, timer, budget, autotune_left):
@@ -359,11 +360,15 @@ def measure_fp8(args, rep, timer):
         def compiled_check(got, want=want):
             return fp8_mismatch(got[:2], want, check_strides=False)
 
+        # Bound now: the jobs run after the loop has moved on to other tensors.
+        anchor = lambda x=x, s=scale: schedx.cast_transpose_fp8(x, s, fmt)  # noqa: E731
+        anchor_amax = lambda x=x, s=scale: schedx.cast_transpose_fp8(x, s, fmt, amax=True)  # noqa: E731
         for col in ("compile", "compile+cd"):
             jobs[col].append(CompileJob(r, col, f"{where} {col}", eager, COMPILE_MODES[col], (x, scale),
-                                        compiled_check))
+                                        compiled_check, anchor=anchor, anchor_op="cast_transpose"))
         jobs["compile+amax"].append(CompileJob(r, "compile+amax", f"{where} compile+amax", fp8_amax_fn(fmt),
-                                               COMPILE_MODES["compile"], (x, scale), compiled_check))
+                                               COMPILE_MODES["compile"], (x, scale), compiled_check,
+                                               anchor=anchor_amax))
         if not args.quick or not jobs["max-autotune"]:
             jobs["max-autotune"].append(CompileJob(r, "max-autotune", f"{where} max-autotune", eager,
                                                    COMPILE_MODES["max-autotune"], (x, scale), compiled_check,
@@ -385,11 +390,16 @@ def fp8_tables(results, per_variant, ceil):
                      r.get("copy"), r.get("schedx"), r.get("schedx_variant"), r.get("best"), r.get("best_variant"),
                      ratio(r.get("compile"), r.get("schedx")), ratio(torch_best, r.get("schedx")),
                      ratio(torch_best, r.get("best")), pct(r.get("schedx")), pct(r.get("best")),
-                     r.get("compile+amax"), r.get("schedx_amax"), ratio(r.get("compile+amax"), r.get("schedx_amax"))])
+                     r.get("compile+amax"), r.get("schedx_amax"), ratio(r.get("compile+amax"), r.get("schedx_amax")),
+                     r.get("compile anchor"), ratio(r.get("compile"), r.get("compile anchor")),
+                     r.get("compile+cd anchor"), ratio(r.get("compile+cd"), r.get("compile+cd anchor")),
+                     r.get("compile+amax anchor"), ratio(r.get("compile+amax"), r.get("compile+amax anchor"))])
     header = ["M x K", "eager us", "compile us", "compile+cd us", "max-autotune us", "copy of x us", "schedx us",
               "schedx variant", "best us", "best variant", "compile/schedx", "best compile/schedx",
               "best compile/best", "schedx % copy bw", "best % copy bw", "compile+amax us", "schedx+amax us",
-              "compile+amax/schedx+amax"]
+              "compile+amax/schedx+amax", "schedx best us, alternated with compile", "compile/schedx alternated",
+              "schedx best us, alternated with compile+cd", "compile+cd/schedx alternated",
+              "schedx+amax us, alternated with compile+amax", "compile+amax/schedx+amax alternated"]
     shapes = list(results)
     variant_rows = [[n] + [per_variant[n].get(s) for s in shapes] for n in per_variant]
     return (md_table(header, rows),
@@ -468,7 +478,7 @@ def measure_w8(args, rep, timer):
         anchor = (lambda x=x, w=w, s=scales: schedx.w8_linear(x, w, s)) if have else None
         for col in ("compile+cd", "compile"):
             jobs[col].append(CompileJob(r, col, f"{where} {col}", w8_eager, COMPILE_MODES[col], (x, w, scales),
-                                        compiled_check, anchor=anchor))
+                                        compiled_check, anchor=anchor, anchor_op="w8_linear"))
         if (n, k) == (8192, 8192) and m in AUTOTUNE_W8_MS and (m == 1 or not args.quick):
             jobs["max-autotune"].append(CompileJob(r, "max-autotune", f"{where} max-autotune", w8_eager,
                                                    COMPILE_MODES["max-autotune"], (x, w, scales), compiled_check,
@@ -921,7 +931,9 @@ def main():
            "`f = clamp(x * scale, -448, 448).to(float8_e4m3fn); f_t = f.t().contiguous().t()`, scale a "
            "1-element float32 tensor; 4 bytes moved per element. Times in us; a ratio above 1 means schedx is "
            "faster. 'best' is the fastest CUDA variant forced by name. Every schedx and compiled output was "
-           "checked bit-exact against eager before it was timed; 'copy of x' moves the same bytes.", ""]
+           "checked bit-exact against eager before it was timed; 'copy of x' moves the same bytes. "
+           f"'alternated': the compiled function and schedx's best variant (dispatched, for +amax) timed in "
+           f"turn, {ANCHOR_ROUNDS} times each, medians, for a ratio at the same GPU temperature and clock.", ""]
     if isinstance(fp8, tuple):
         results, per_variant, noise, _ = fp8
         table, variants = fp8_tables(results, per_variant, ceil)

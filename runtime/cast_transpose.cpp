@@ -49,6 +49,13 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_address("scale_inv_address", c.scale_inv);
 }
 
+// Untuned preference: the last_block amax variants (no fold kernel, but each block waits
+// on two dependent atomics) go behind the fold-kernel ones from 2^25 elements. H200, bf16,
+// dirty L2: t64r8w4_amax_last_block 27.6 us against t64r8w4_amax's 29.8 at 4096^2, but
+// 84.0 / 94.0 / 94.8 against 78.6 / 82.8 / 83.2 at 4096x14336 / 8192^2 / 16384x4096
+// (bench/results/cast_amax_untuned_2026-12-04_h200_ce4917f.md).
+constexpr int64_t kLastBlockUntunedElements = int64_t(1) << 25;
+
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
 // autoscheduled ones the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
@@ -134,7 +141,9 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     });
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
                      aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
-    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
+    const auto runnable = runnable_variants(
+        candidates, key, [&](const Variant &v) { return can_run(v, c); },
+        [&](const Variant &v) { return v.argument("amax_state") && m * k >= kLastBlockUntunedElements; });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 

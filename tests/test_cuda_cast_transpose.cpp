@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <string>
+#include <tuple>
 
 #include "cast_transpose_case.h"
 #include "cuda_test_support.h"
@@ -211,3 +213,38 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }
+
+// Untuned, a fused-amax call takes a last_block variant below 2^25 elements and a
+// fold-kernel one from there (runtime/cast_transpose.cpp); both report x's maximum.
+TEST_CASE("untuned fused amax: last_block below 2^25 elements, the fold kernel from there") {
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    for (const auto &[m, k, last_block] : {std::tuple<int64_t, int64_t, bool>{4096, 4096, true},
+                                           std::tuple<int64_t, int64_t, bool>{8192, 4096, false}}) {
+        CAPTURE(m);
+        CAPTURE(k);
+        const size_t n = size_t(m * k);
+        void *x = nullptr, *rows = nullptr, *cols = nullptr;
+        float *scalars = nullptr;  // scale, amax, scale_inv
+        REQUIRE(cudaMalloc(&x, 2 * n) == cudaSuccess);
+        REQUIRE(cudaMalloc(&rows, n) == cudaSuccess);
+        REQUIRE(cudaMalloc(&cols, n) == cudaSuccess);
+        REQUIRE(cudaMalloc(reinterpret_cast<void **>(&scalars), 3 * sizeof(float)) == cudaSuccess);
+        // Every element 0x3F3F (bf16 0.7461); amax must come back as that value's float bits.
+        REQUIRE(cudaMemset(x, 0x3F, 2 * n) == cudaSuccess);
+        const float host_scalars[3] = {1.0f, -1.0f, -1.0f};
+        REQUIRE(cudaMemcpy(scalars, host_scalars, sizeof host_scalars, cudaMemcpyHostToDevice) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // test_stream may not wait for the legacy stream
+        CHECK(schedx_cast_transpose_fp8(x, m, k, k, SCHEDX_BF16, scalars, SCHEDX_E4M3FN, static_cast<uint8_t *>(rows),
+                                        k, static_cast<uint8_t *>(cols), m, scalars + 1, scalars + 2,
+                                        SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+        REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
+        uint32_t out[3] = {};
+        REQUIRE(cudaMemcpy(out, scalars, sizeof out, cudaMemcpyDeviceToHost) == cudaSuccess);
+        CHECK(out[1] == 0x3F3F0000u);
+        CHECK(out[2] == 0x3F800000u);  // 1 / scale
+        const std::string name = schedx_last_variant("cast_transpose") ? schedx_last_variant("cast_transpose") : "";
+        CHECK(name.find("_amax") != std::string::npos);
+        CHECK((name.find("_last_block") != std::string::npos) == last_block);
+        for (void *p : {x, rows, cols, static_cast<void *>(scalars)}) REQUIRE(cudaFree(p) == cudaSuccess);
+    }
+}

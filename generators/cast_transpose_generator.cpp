@@ -380,12 +380,18 @@ private:
         }
         // The fp8 tile lives in shared memory, padded by pad_words per row against bank
         // conflicts in the transposed reads.
+        // At most two fp8 words per vector: each reads its input words 2x and 2x + 1 as two
+        // overlapping vectors of the staged words, and at four (load_words 8) LLVM could not
+        // keep those in registers (a 104-272 byte local-memory frame per thread).
+        Var xv("xv");
         f8_words.compute_at(first, xo)
             .store_in(MemoryType::GPUShared)
             .split(x, xt, x, FW, TailStrategy::RoundUp)
             .split(y, yt, y, R, TailStrategy::RoundUp)
-            .reorder(x, y, xt, yt)
+            .split(x, xv, x, std::min(FW, 2))
+            .reorder(x, xv, y, xt, yt)
             .vectorize(x)
+            .unroll(xv)
             .unroll(y)
             .gpu_threads(xt, yt);
         if (pad_words > 0) f8_words.bound_storage(x, T / 4 + pad_words);

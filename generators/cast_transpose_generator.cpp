@@ -319,8 +319,10 @@ private:
     // (84% of a 1 GiB copy, 91% of a copy of x; 1.36x torch.compile), t64r8w4 76.0,
     // t64r4w4 79.9; 4096^2 t64r8w4 23.6 us (1.58x). Fixing the fp8 format per variant and
     // the one-add subnormal path took t64r4w4 from 122 to 81 us at 8192^2: the kernel was
-    // issue-bound, not DRAM-bound. 8-word loads (w8) spill their staging to local memory
-    // and lose (100-139 us). Single 8-byte output stores (16-byte host alignment) left the
+    // issue-bound, not DRAM-bound. 8-word loads (w8) kept their staging in local memory
+    // (100-139 us) until f8_words' vectors were cut to two words; since then t64r4w8 ties
+    // t64r8w4 (73.98 / 73.67 us at 8192^2, 21.8 / 22.2 at 4096^2; 16-byte stores, 32 bytes
+    // in flight per row: cast_load_words8_2026-12-04_h200_0a7affc.md). Single 8-byte output stores (16-byte host alignment) left the
     // times unchanged (75.9 -> 75.6 us): stores are not the limit.
     // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer

@@ -12,7 +12,7 @@ difference between the kernels and do_bench's number shows.
 
 The paths are measured round robin (--rounds passes, each over every path), and each
 kernel's time is given per round as well as averaged: over a run of large GEMMs the GPU's
-clock drifts by up to 10%, which paths measured one after another would take for a gap.
+clock drifts by up to 16%, which paths measured one after another would take for a gap.
 
 Usage (GPU machine, repository root):
     SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py [--flush] 4096x8192x8192 16x8192x8192
@@ -101,8 +101,6 @@ def main():
         print(f"## M={m} N={n} K={k} ({torch.cuda.get_device_name()}, torch {torch.__version__}"
               f"{', L2 flushed before each call' if args.flush else ''}, {args.rounds} rounds)\n")
         fns = {label: make() for label, make in paths.items()}
-        # Round robin: the GPU's clock drifts by up to 10% over a run of large GEMMs, so paths
-        # measured one after another would carry that drift into their difference.
         rounds = collections.defaultdict(list)
         for _ in range(args.rounds):
             for label, fn in fns.items():

@@ -322,8 +322,9 @@ private:
     // issue-bound, not DRAM-bound. 8-word loads (w8) kept their staging in local memory
     // (100-139 us) until f8_words' vectors were cut to two words; since then t64r4w8 ties
     // t64r8w4 (73.98 / 73.67 us at 8192^2, 21.8 / 22.2 at 4096^2; 16-byte stores, 32 bytes
-    // in flight per row: cast_load_words8_2026-12-04_h200_0a7affc.md). Single 8-byte output stores (16-byte host alignment) left the
-    // times unchanged (75.9 -> 75.6 us): stores are not the limit.
+    // in flight per row: cast_load_words8_2026-12-04_h200_0a7affc.md). Single 8-byte output
+    // stores (16-byte host alignment) left the times unchanged (75.9 -> 75.6 us): stores are
+    // not the limit.
     // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
     // threads idles the rest at each barrier); each thread moves load_words input words
@@ -381,10 +382,9 @@ private:
             if (rows) cols->compute_with(*rows, xo);
         }
         // The fp8 tile lives in shared memory, padded by pad_words per row against bank
-        // conflicts in the transposed reads.
-        // At most two fp8 words per vector: each reads its input words 2x and 2x + 1 as two
-        // overlapping vectors of the staged words, and at four (load_words 8) LLVM could not
-        // keep those in registers (a 104-272 byte local-memory frame per thread).
+        // conflicts in the transposed reads. At most two fp8 words per vector: each reads its
+        // input words 2x and 2x + 1 as two overlapping vectors of the staged words, and at four
+        // (load_words 8) LLVM could not keep those in registers (a local-memory frame).
         Var xv("xv");
         f8_words.compute_at(first, xo)
             .store_in(MemoryType::GPUShared)

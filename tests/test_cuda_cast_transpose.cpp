@@ -212,8 +212,6 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
     CHECK(schedule_of_last() == "cuda_general");
 }
 
-int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }
-
 // Untuned, a fused-amax call takes a last_block variant below 2^25 elements and a
 // fold-kernel one from there (runtime/cast_transpose.cpp); both report x's maximum.
 TEST_CASE("untuned fused amax: last_block below 2^25 elements, the fold kernel from there") {
@@ -242,9 +240,12 @@ TEST_CASE("untuned fused amax: last_block below 2^25 elements, the fold kernel f
         REQUIRE(cudaMemcpy(out, scalars, sizeof out, cudaMemcpyDeviceToHost) == cudaSuccess);
         CHECK(out[1] == 0x3F3F0000u);
         CHECK(out[2] == 0x3F800000u);  // 1 / scale
-        const std::string name = schedx_last_variant("cast_transpose") ? schedx_last_variant("cast_transpose") : "";
+        const char *last = schedx_last_variant("cast_transpose");
+        const std::string name = last ? last : "";
         CHECK(name.find("_amax") != std::string::npos);
         CHECK((name.find("_last_block") != std::string::npos) == last_block);
         for (void *p : {x, rows, cols, static_cast<void *>(scalars)}) REQUIRE(cudaFree(p) == cudaSuccess);
     }
 }
+
+int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

@@ -125,6 +125,13 @@ inline Expr float_to_half_bits(Expr f, ElemType t) {
     return select(is_nan, sign | u32(0x7E00), sign | select(a < u32(0x38800000), sub, normal));
 }
 
+// CUDA's byte permute: byte j of the result is byte sel[4j+3:4j] of {b, a} (a's bytes
+// are 0-3, b's 4-7). One PRMT instruction; CUDA kernels only.
+inline Halide::Expr prmt(Halide::Expr a, Halide::Expr b, Halide::Expr sel) {
+    using namespace Halide;
+    return Internal::Call::make(UInt(32), "llvm.nvvm.prmt", {a, b, cast<uint32_t>(sel)}, Internal::Call::PureExtern);
+}
+
 // Byte i (0..3) of a uint32 word, an int8, as a float, without an int-to-float
 // instruction (those run at a fraction of the FMA rate on the GPU): the byte biased to
 // unsigned becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.
@@ -137,10 +144,8 @@ inline Expr int8_of_word_to_float(Expr word, Expr i, Expr magic) {
     Expr biased = word ^ u32(0x80808080);  // one xor serves the word's four bytes
     Expr bits;
     if (magic.defined()) {
-        // prmt(a, b, sel): result byte j is byte sel[4j+3:4j] of {b, a}: 7, 6, 5 take
-        // magic's bytes 3, 2, 1 (0x4B, 0, 0), i takes a's byte i.
-        bits = Internal::Call::make(UInt(32), "llvm.nvvm.prmt", {biased, magic, u32(0x7650) | cast<uint32_t>(i)},
-                                    Internal::Call::PureExtern);
+        // Bytes 7, 6, 5 are magic's bytes 3, 2, 1 (0x4B, 0, 0); i is a's byte i.
+        bits = prmt(biased, magic, u32(0x7650) | cast<uint32_t>(i));
     } else {
         bits = u32(0x4B000000) | ((biased >> (cast<uint32_t>(i) * 8)) & u32(0xFF));
     }

@@ -28,9 +28,6 @@ public:
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile edge in elements
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
-    // cuda_tiled with amax: how the tiles' maxima become amax. kernel: a second, one-block
-    // kernel folds them; last_block: atomics, and the last tile to finish writes the result.
-    GeneratorParam<std::string> amax_fold{"amax_fold", "kernel"};
     GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
     GeneratorParam<int> pad_words{"pad_words", 0};   // cuda_tiled: shared-memory row padding
 
@@ -38,9 +35,6 @@ public:
     Input<int> fp8_format{"fp8_format"};
 
     void configure() {
-        if (amax_fold.value() != "kernel" && amax_fold.value() != "last_block") {
-            throw std::invalid_argument("amax_fold must be kernel or last_block");
-        }
         word_io = sched.value() == "cuda_tiled";
         Type t = in_type == ElemType::fp32 ? Float(32) : (word_io ? UInt(32) : UInt(16));
         input = add_input<Buffer<>>("input", t, 2);
@@ -48,19 +42,14 @@ public:
         if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
         if (with_amax && word_io) {
-            // The tiled kernel writes max |x| bits per T x T tile here (a workspace the
-            // runtime keeps per stream). amax_fold=kernel: one small second kernel folds it
-            // into amax and computes scale_inv (a Tuple output, so both are one kernel).
-            tile_amax = add_output<Buffer<uint32_t, 2>>("tile_amax");
-            if (amax_fold.value() == "last_block") {
-                // Device addresses: amax_state holds {running max bits, tiles finished},
-                // zero between calls (the runtime's, per stream); the other two the caller's.
-                amax_state = add_input<uint64_t>("amax_state");
-                amax_address = add_input<uint64_t>("amax_address");
-                scale_inv_address = add_input<uint64_t>("scale_inv_address");
-            } else {
-                amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
-            }
+            // amax_state: the device address of a running maximum (max |x| bits), zero
+            // between calls (the runtime's, per stream). Each tile adds its maximum with an
+            // atomic; tile_sink, one word per tile (a workspace the runtime keeps per stream),
+            // is what those atomics are computed for. A second, one-thread kernel writes
+            // amax and scale_inv (a Tuple output, so both are one kernel).
+            amax_state = add_input<uint64_t>("amax_state");
+            tile_sink = add_output<Buffer<uint32_t, 2>>("tile_sink");
+            amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
         } else if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
             scale_inv = add_output<Buffer<float, 0>>("scale_inv");
@@ -133,38 +122,15 @@ public:
             }
             Expr tiles_x = (extent_x() + tw - 1) / tw, tiles_y = (extent_y() + th - 1) / th;
             if (amax_state) {
-                // Each tile adds its maximum with an atomic max, then counts itself done;
-                // the count's operand depends on the max's result, so the max has been
-                // performed (in L2, where every atomic is) before the count moves. The
-                // tile that counts last sees every maximum: it writes amax and scale_inv
-                // and leaves the state zero for the next call. tile_amax keeps the count.
-                using schedx::device_atomic_u32;
-                Expr acc = *amax_state, done = *amax_state + 4;
-                Expr old = device_atomic_u32("max", acc, abs_bits_of(tile_max(x, y)));
-                (*tile_amax)(x, y) = device_atomic_u32("add", done, select(old == schedx::u32(0xFFFFFFFF), 2, 1));
-                RDom last(0, 1, "last");
-                last.where((*tile_amax)(x, y) == cast<uint32_t>(tiles_x * tiles_y - 1));
-                Expr total = device_atomic_u32("exch", acc, 0);
-                Expr inv = reinterpret<uint32_t>(1.0f / scale());
-                (*tile_amax)(x, y) = (total ^ device_atomic_u32("exch", done, 0) ^
-                                      device_atomic_u32("exch", *amax_address, total) ^
-                                      device_atomic_u32("exch", *scale_inv_address, inv)) +
-                                     cast<uint32_t>(last.x);
-            } else if (tile_amax) {
-                (*tile_amax)(x, y) = abs_bits_of(tile_max(x, y));
-                // The fold: 32 x 32 threads stride over the tiles (clamped reads repeat a
-                // tile, leaving the max unchanged), then lanes, then the warps' results.
-                fold_r = RDom(0, (tiles_x + 31) / 32, 0, (tiles_y + 31) / 32, "fold_r");
-                fold_part(x, y) = schedx::u32(0);
-                fold_part(x, y) = max(fold_part(x, y), (*tile_amax)(max(min(x + 32 * fold_r.x, tiles_x - 1), 0),
-                                                                    max(min(y + 32 * fold_r.y, tiles_y - 1), 0)));
-                fold_rows = RDom(0, 32, "fold_rows");
-                fold_lane(x) = schedx::u32(0);
-                fold_lane(x) = max(fold_lane(x), fold_part(x, fold_rows));
-                fold_lanes = RDom(0, 32, "fold_lanes");
-                fold(x) = schedx::u32(0);
-                fold(x) = max(fold(x), fold_lane(fold_lanes));
-                (*amax_scale_inv)() = Tuple(fold(0), 1.0f / scale());
+                // The atomic's old value is discarded, so ptxas makes it a RED that no thread
+                // waits on. The next kernel runs after every RED has landed: it takes the
+                // maximum and leaves zero for the next call. The zero is one only LLVM sees
+                // (umin with 0): Halide's simplifier would drop the atomic along with a plain
+                // `& 0`, and a loop-invariant zero is hoisted out of the kernel.
+                Expr zero = Internal::Call::make(UInt(32), "llvm.umin.i32", {cast<uint32_t>(x), schedx::u32(0)},
+                                                 Internal::Call::PureExtern);
+                (*tile_sink)(x, y) = schedx::device_atomic_u32("max", *amax_state, abs_bits_of(tile_max(x, y))) & zero;
+                (*amax_scale_inv)() = Tuple(schedx::device_atomic_u32("exch", *amax_state, 0), 1.0f / scale());
             } else {
                 amax_tiles = RDom(0, tiles_x, 0, tiles_y, "tiles");
                 (*amax)() = schedx::u32(0);
@@ -199,12 +165,10 @@ private:
     Input<Buffer<>> *input = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr;
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
-    Output<Buffer<uint32_t, 2>> *tile_amax = nullptr;
+    Output<Buffer<uint32_t, 2>> *tile_sink = nullptr;
     Output<Buffer<float, 0>> *scale_inv = nullptr;
     Output<Func> *amax_scale_inv = nullptr;  // the fused variants' {amax bits, scale_inv}
-    Input<uint64_t> *amax_state = nullptr, *amax_address = nullptr, *scale_inv_address = nullptr;
-    Func fold_part{"fold_part"}, fold_lane{"fold_lane"}, fold{"fold"};
-    RDom fold_r, fold_rows, fold_lanes;
+    Input<uint64_t> *amax_state = nullptr;
     Func xbits{"xbits"};  // element bits in a uint32
     Func f8{"f8"}, f8_words{"f8_words"};
     Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
@@ -417,46 +381,33 @@ private:
             .unroll(staged.args()[1]);
     }
 
-    // tile_amax's stages: the tile maximum, and with last_block the last tile's writes.
-    std::vector<Stage> tile_stages() {
-        std::vector<Stage> stages{Func(*tile_amax)};
-        if (amax_state) stages.push_back(tile_amax->update());
-        return stages;
-    }
-
-    // amax inside the tiled kernel: tile_amax has one value per T x T tile, computed per
-    // block fused with the cast's blocks (compute_with). Each thread of the cast's TX x T/R
-    // grid reduces the word maxima (f8_words' second element) of the words it encoded; the
-    // TX threads of a band of R rows meet by warp shuffles, and one thread folds the T/R
-    // band maxima. Then either one small kernel folds tile_amax and writes scale_inv
-    // (kernel), or each tile's thread does it by atomics and the last tile writes both
-    // (last_block; see generate()).
-    // H200, bf16 t64r8w4_amax (bench/results/gpu_checks_2026-12-02_h200_293a43e.md):
-    // 8192^2 80.5 us against 73.5 us for the cast alone, 4096^2 27.5 against 22.1 us.
-    // Folding every thread's partial into one shared word by an atomic max (Halide lowers
-    // it to a compare-and-swap loop) took 107.6 us at 8192^2; shuffles 87.4; the word
-    // maxima from registers and one fold kernel instead of three 82.4. The rest: the fold
-    // kernel (a second launch; 16 loads in flight per thread instead of 4 changed nothing)
-    // and occupancy: 54 registers per thread allow 18 blocks per SM, where shared memory
-    // would allow 26 (ncu, 459862b), and a cap of 40 spilled and was slower
-    // (bench/results/cast_tiles_per_block_fold_2026-12-03_h200_459862b.md). One atomic
-    // max per tile instead of the fold (amax zeroed first) was far slower: Halide's
-    // compare-and-swap loop with 16,384 tiles on one word took 143 us at 8192^2.
-    // last_block against kernel, H200, bf16 t64r8w4 (explore, back to back;
-    // bench/results/amax_last_block_2026-12-03_h200_499e769.md): 4096^2 25.9 / 27.6 us,
-    // 8192x2048 25.6 / 26.8, 4096x14336 73.8 / 78.2, but 8192^2 84.7 / 81.4 and 16384x4096
-    // 83.0 / 81.2: no second launch, but each block stays resident through two dependent
-    // atomic round trips (max, then count), which costs more than the fold kernel once a
-    // shape has ~16,000 tiles. Both are variants; the tuning database picks per shape.
+    // amax inside the tiled kernel: one atomic max per T x T tile, from a stage fused with
+    // the cast's blocks (compute_with). Each thread of the cast's TX x T/R grid reduces the
+    // word maxima (f8_words' second element) of the words it encoded; the TX threads of a
+    // band of R rows meet by warp shuffles, and one thread folds the T/R band maxima and
+    // issues the tile's RED. A one-thread kernel then writes amax and scale_inv.
+    // H200, bf16, explore back to back / dirty L2, best variant with amax against the cast
+    // alone (bench/results/cast_amax_red_2026-12-04_h200_XXXX.md): t64r4w8_amax 78.2 / 80.7 us
+    // at 8192^2 (1.065 / 1.068x), 69.0 / 71.9 at 4096x14336 (1.065 / 1.076x), 77.7 / 80.0 at
+    // 16384x4096 (1.066 / 1.065x), 24.9 / 27.9 at 4096^2 (1.16x: the second kernel's ~3 us).
+    // Replaced two designs: one block folding all tile maxima in a second kernel (1.09-1.17x:
+    // that kernel alone took 3.7 us at 8192^2, ncu), and a count of finished tiles by atomics
+    // so that the last tile wrote amax (1.10-1.25x: each block waited on two dependent round
+    // trips to L2). Halide's own atomic max is a compare-and-swap loop: 143 us at 8192^2.
+    // 54 registers per thread under the JIT's cap allow 18 blocks per SM (shared memory: 26);
+    // capped at 40 it spilled and was slower (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
     void schedule_amax_fused(Func first, int T, int TX, int R) {
         Var g("g"), gl("gl"), l("l");
         // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so
         // that the tile loops carry the names of the cast's block loops.
-        tile_amax->dim(0).set_min(0);
-        tile_amax->dim(1).set_min(0);
-        for (Stage s : tile_stages()) {
-            s.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).gpu_blocks(xo, yo).gpu_threads(xi).compute_with(first, xo);
-        }
+        tile_sink->dim(0).set_min(0);
+        tile_sink->dim(1).set_min(0);
+        tile_sink->split(x, xo, xi, 1)
+            .split(y, yo, yi, 1)
+            .reorder(xi, yi, xo, yo)
+            .gpu_blocks(xo, yo)
+            .gpu_threads(xi)
+            .compute_with(first, xo);
         RVar txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi");
         // per_thread(l, g): the maxima of the FW x R words this thread encoded, read back
         // from shared memory; band(g): the TX lanes of band g.
@@ -466,32 +417,13 @@ private:
                               .split(amax_tile_rdom.y, tyo, tyi, R)
                               .rfactor({{txo, l}, {tyo, g}});
         Func band = tile_max.update().rfactor(tyo, g);
-        tile_max.compute_at(*tile_amax, xi).update().unroll(tyo);
-        band.compute_at(*tile_amax, xo).store_in(MemoryType::GPUShared).split(g, g, gl, 1).gpu_threads(gl, g);
+        tile_max.compute_at(*tile_sink, xi).update().unroll(tyo);
+        band.compute_at(*tile_sink, xo).store_in(MemoryType::GPUShared).split(g, g, gl, 1).gpu_threads(gl, g);
         band.update().split(g, g, gl, 1).reorder(txo, gl, g).unroll(txo).gpu_threads(gl, g);
         per_thread.compute_at(band, g).gpu_lanes(l);
         per_thread.update().reorder(txi, tyi, l).unroll(txi).unroll(tyi).gpu_lanes(l);
 
-        if (!amax_scale_inv) return;
-        // The fold, one block of 32 x 32 threads: each thread's strided share of the tiles
-        // into shared memory, a lane per column of it, and the lanes by shuffles.
-        Var fb("fb"), ft("ft");
-        amax_scale_inv->split(Var::outermost(), Var::outermost(), ft, 1)
-            .split(Var::outermost(), Var::outermost(), fb, 1)
-            .gpu_blocks(fb)
-            .gpu_threads(ft);
-        fold.compute_at(*amax_scale_inv, ft);
-        fold_lane.compute_at(*amax_scale_inv, fb).store_in(MemoryType::Register).gpu_lanes(x);
-        fold_lane.update().unroll(fold_rows).gpu_lanes(x);
-        fold_part.compute_at(*amax_scale_inv, fb).gpu_threads(x, y);
-        // Four tiles' loads in flight per thread: one at a time, the fold took 6-7 us at
-        // 8192^2 (16 dependent load-max steps per thread).
-        RVar fyo("fyo"), fyi("fyi");
-        fold_part.update()
-            .split(fold_r.y, fyo, fyi, 4, TailStrategy::GuardWithIf)
-            .reorder(fyi, fold_r.x, fyo)
-            .unroll(fyi)
-            .gpu_threads(x, y);
+        amax_scale_inv->gpu_single_thread();
     }
 };
 

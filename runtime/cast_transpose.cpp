@@ -39,22 +39,12 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
     call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
     // Binding a name the variant lacks does nothing: amax variants have the two buffers,
-    // the tiled kernels' Tuple output (one fold kernel for both), or (last_block) the
-    // addresses their last tile writes to.
+    // or (tiled kernels) one Tuple output written by their second kernel.
     call.bind_scalar_buffer("amax", c.amax);
     call.bind_scalar_buffer("scale_inv", c.scale_inv);
     call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
     call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
-    call.bind_address("amax_address", c.amax);
-    call.bind_address("scale_inv_address", c.scale_inv);
 }
-
-// Untuned preference: the last_block amax variants (no fold kernel, but each block waits
-// on two dependent atomics) go behind the fold-kernel ones from 2^25 elements. H200, bf16,
-// dirty L2: t64r8w4_amax_last_block 27.6 us against t64r8w4_amax's 29.8 at 4096^2, but
-// 84.0 / 94.0 / 94.8 against 78.6 / 82.8 / 83.2 at 4096x14336 / 8192^2 / 16384x4096
-// (bench/results/cast_amax_untuned_2026-12-04_h200_ce4917f.md).
-constexpr int64_t kLastBlockUntunedElements = int64_t(1) << 25;
 
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
 // autoscheduled ones the shapes their generated bounds accept.
@@ -141,30 +131,25 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     });
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
                      aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
-    const auto runnable = runnable_variants(
-        candidates, key, [&](const Variant &v) { return can_run(v, c); },
-        [&](const Variant &v) { return v.argument("amax_state") && m * k >= kLastBlockUntunedElements; });
+    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);
     const bool fused_amax = v->param("with_amax") == "true";
-    // Tiled variants with fused amax write one value per tile into the stream's workspace
-    // (and last_block ones keep their running maximum in the stream's amax state); the
-    // lock keeps another thread's call on this stream from reallocating or sharing them.
+    // Tiled variants with fused amax keep their running maximum in the stream's amax state
+    // and write one word per tile into the stream's workspace; the lock keeps another
+    // thread's call on this stream from reallocating or sharing them.
     std::unique_lock<std::mutex> workspace_lock;
-    if (v->argument("tile_amax")) {
+    if (v->argument("amax_state")) {
         const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;
-        void *tiles = nullptr;
+        void *tiles = nullptr, *state = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
-        call.bind_matrix("tile_amax", tiles, tiles_y, tiles_x, tiles_x, 4);
-        if (v->argument("amax_state")) {
-            void *state = nullptr;
-            if ((s = cuda_amax_state(ctx, stream, &state))) return s;
-            call.bind_address("amax_state", state);
-        }
+        if ((s = cuda_amax_state(ctx, stream, &state))) return s;
+        call.bind_matrix("tile_sink", tiles, tiles_y, tiles_x, tiles_x, 4);
+        call.bind_address("amax_state", state);
     }
     if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);

@@ -109,13 +109,13 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // Calls on one stream run in order, so reusing the scratch is race-free under
 // lock_stream_workspace; two streams get two scratches because their calls may overlap.
 // Used by the large-M w8_linear path (dequantized W, GEMM result) and by the tiled
-// cast_transpose variants with fused amax (one value per tile).
+// cast_transpose variants with fused amax (one word per tile).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
 // Two 32-bit words of device memory for one (context, stream), zero when first handed
-// out (even inside a CUDA graph capture): the last_block amax variants' running maximum
-// and count of finished tiles, which each call's last tile sets back to zero. Calls on one
-// stream run in order; the caller holds lock_stream_workspace across the launch.
+// out (even inside a CUDA graph capture): the fused-amax cast variants' running maximum
+// (the first word), which each call's second kernel takes and sets back to zero. Calls on
+// one stream run in order; the caller holds lock_stream_workspace across the launch.
 schedx_status cuda_amax_state(void *context, void *stream, void **ptr);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.

@@ -387,7 +387,7 @@ private:
     // band of R rows meet by warp shuffles, and one thread folds the T/R band maxima and
     // issues the tile's RED. A one-thread kernel then writes amax and scale_inv.
     // H200, bf16, explore back to back / dirty L2, best variant with amax against the cast
-    // alone (bench/results/cast_amax_red_2026-12-04_h200_XXXX.md): t64r4w8_amax 78.2 / 80.7 us
+    // alone (bench/results/cast_amax_red_2026-12-04_h200_4d84872.md): t64r4w8_amax 78.2 / 80.7 us
     // at 8192^2 (1.065 / 1.068x), 69.0 / 71.9 at 4096x14336 (1.065 / 1.076x), 77.7 / 80.0 at
     // 16384x4096 (1.066 / 1.065x), 24.9 / 27.9 at 4096^2 (1.16x: the second kernel's ~3 us).
     // Replaced two designs: one block folding all tile maxima in a second kernel (1.09-1.17x:

@@ -120,7 +120,6 @@ public:
                 tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
                 amax_tile_rdom = t;
             }
-            Expr tiles_x = (extent_x() + tw - 1) / tw, tiles_y = (extent_y() + th - 1) / th;
             if (amax_state) {
                 // The atomic's old value is discarded, so ptxas makes it a RED that no thread
                 // waits on. The next kernel runs after every RED has landed: it takes the
@@ -132,7 +131,7 @@ public:
                 (*tile_sink)(x, y) = schedx::device_atomic_u32("max", *amax_state, abs_bits_of(tile_max(x, y))) & zero;
                 (*amax_scale_inv)() = Tuple(schedx::device_atomic_u32("exch", *amax_state, 0), 1.0f / scale());
             } else {
-                amax_tiles = RDom(0, tiles_x, 0, tiles_y, "tiles");
+                amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
                 (*amax)() = schedx::u32(0);
                 (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
                 (*scale_inv)() = 1.0f / scale();

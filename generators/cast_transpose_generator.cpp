@@ -121,14 +121,10 @@ public:
                 amax_tile_rdom = t;
             }
             if (amax_state) {
-                // The atomic's old value is discarded, so ptxas makes it a RED that no thread
-                // waits on. The next kernel runs after every RED has landed: it takes the
-                // maximum and leaves zero for the next call. The zero is one only LLVM sees
-                // (umin with 0): Halide's simplifier would drop the atomic along with a plain
-                // `& 0`, and a loop-invariant zero is hoisted out of the kernel.
-                Expr zero = Internal::Call::make(UInt(32), "llvm.umin.i32", {cast<uint32_t>(x), schedx::u32(0)},
-                                                 Internal::Call::PureExtern);
-                (*tile_sink)(x, y) = schedx::device_atomic_u32("max", *amax_state, abs_bits_of(tile_max(x, y))) & zero;
+                // No thread waits on a tile's atomic. The next kernel runs after every one
+                // has landed: it takes the maximum and leaves zero for the next call.
+                (*tile_sink)(x, y) =
+                    schedx::device_atomic_u32_discarded("max", *amax_state, abs_bits_of(tile_max(x, y)), x);
                 (*amax_scale_inv)() = Tuple(schedx::device_atomic_u32("exch", *amax_state, 0), 1.0f / scale());
             } else {
                 amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");

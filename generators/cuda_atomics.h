@@ -21,4 +21,17 @@ inline Halide::Expr device_atomic_u32(const std::string &op, Halide::Expr addres
                                 {reinterpret(Handle(), address), cast<uint32_t>(value)}, Internal::Call::Extern);
 }
 
+// The same atomic with its old value discarded: issued, and no thread waits for its round
+// trip to L2 (ptxas makes it a RED). The Expr is zero; store it so that Halide keeps the
+// call. Halide's simplifier drops a call along with a plain `& 0`, and a loop-invariant
+// zero is hoisted out of the kernel and passed in, so the result is read again:
+// umin(anchor, 0), with `anchor` a loop variable of the storing stage, is a zero only LLVM folds.
+inline Halide::Expr device_atomic_u32_discarded(const std::string &op, Halide::Expr address, Halide::Expr value,
+                                                Halide::Expr anchor) {
+    using namespace Halide;
+    Expr zero = Internal::Call::make(UInt(32), "llvm.umin.i32", {cast<uint32_t>(anchor), cast<uint32_t>(0)},
+                                     Internal::Call::PureExtern);
+    return device_atomic_u32(op, address, value) & zero;
+}
+
 }  // namespace schedx

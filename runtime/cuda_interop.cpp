@@ -404,8 +404,8 @@ schedx_status cuda_amax_state(void *context, void *stream, void **ptr) {
         // made under CUDA graph capture would exist only in the graph, and the legacy
         // stream would join (and so break) a capture on a blocking stream.
         constexpr unsigned kNonBlocking = 1;  // CU_STREAM_NON_BLOCKING
-        const bool ok = scope.ok() && d.cuMemAlloc(&state, 8) == 0 && d.cuStreamCreate(&zeroing, kNonBlocking) == 0 &&
-                        d.cuMemsetD32Async(state, 0, 2, zeroing) == 0 && d.cuStreamSynchronize(zeroing) == 0;
+        const bool ok = scope.ok() && d.cuMemAlloc(&state, 4) == 0 && d.cuStreamCreate(&zeroing, kNonBlocking) == 0 &&
+                        d.cuMemsetD32Async(state, 0, 1, zeroing) == 0 && d.cuStreamSynchronize(zeroing) == 0;
         if (zeroing) d.cuStreamDestroy(zeroing);
         if (!ok) return fail(SCHEDX_ERR_KERNEL, "cannot allocate the amax state");
         w.amax_state = state;

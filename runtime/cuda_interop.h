@@ -112,9 +112,9 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // cast_transpose variants with fused amax (one word per tile).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
-// Two 32-bit words of device memory for one (context, stream), zero when first handed
-// out (even inside a CUDA graph capture): the fused-amax cast variants' running maximum
-// (the first word), which each call's second kernel takes and sets back to zero. Calls on
+// One 32-bit word of device memory for one (context, stream), zero when first handed
+// out (even inside a CUDA graph capture): the fused-amax cast variants' running maximum,
+// which each call's second kernel takes and sets back to zero. Calls on
 // one stream run in order; the caller holds lock_stream_workspace across the launch.
 schedx_status cuda_amax_state(void *context, void *stream, void **ptr);
 

@@ -42,17 +42,17 @@ public:
         if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
         if (with_amax && word_io) {
-            // amax_state: the device address of a running maximum (max |x| bits), zero
-            // between calls (the runtime's, per stream). Each tile adds its maximum with an
-            // atomic; tile_sink, one word per tile (a workspace the runtime keeps per stream),
-            // is what those atomics are computed for. A second, one-thread kernel writes
-            // amax and scale_inv (a Tuple output, so both are one kernel).
-            amax_state = add_input<uint64_t>("amax_state");
+            // amax_address: the device address of the caller's amax (float bits), which the
+            // runtime zeroes on the stream just before the kernel. Each tile adds its maximum
+            // there by an atomic that no thread waits for; tile_sink, one word per tile (a
+            // workspace the runtime keeps per stream), is what those atomics are computed for.
+            // scale_inv is 1 x 1 so that its stage can share the tiles' blocks.
+            amax_address = add_input<uint64_t>("amax_address");
             tile_sink = add_output<Buffer<uint32_t, 2>>("tile_sink");
-            amax_scale_inv = add_output<Func>("amax_scale_inv", std::vector<Type>{UInt(32), Float(32)}, 0);
+            scale_inv = add_output<Buffer<float>>("scale_inv", 2);
         } else if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
-            scale_inv = add_output<Buffer<float, 0>>("scale_inv");
+            scale_inv = add_output<Buffer<float>>("scale_inv", 0);
         }
     }
 
@@ -120,12 +120,11 @@ public:
                 tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
                 amax_tile_rdom = t;
             }
-            if (amax_state) {
-                // No thread waits on a tile's atomic. The next kernel runs after every one
-                // has landed: it takes the maximum and leaves zero for the next call.
+            if (amax_address) {
+                // The whole amax is in place once the kernel has finished.
                 (*tile_sink)(x, y) =
-                    schedx::device_atomic_u32_discarded("max", *amax_state, abs_bits_of(tile_max(x, y)), x);
-                (*amax_scale_inv)() = Tuple(schedx::device_atomic_u32("exch", *amax_state, 0), 1.0f / scale());
+                    schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x);
+                (*scale_inv)(x, y) = 1.0f / scale();
             } else {
                 amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
                 (*amax)() = schedx::u32(0);
@@ -161,9 +160,8 @@ private:
     Output<Buffer<>> *rows = nullptr, *cols = nullptr;
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
     Output<Buffer<uint32_t, 2>> *tile_sink = nullptr;
-    Output<Buffer<float, 0>> *scale_inv = nullptr;
-    Output<Func> *amax_scale_inv = nullptr;  // the fused variants' {amax bits, scale_inv}
-    Input<uint64_t> *amax_state = nullptr;
+    Output<Buffer<float>> *scale_inv = nullptr;  // 0-dimensional, or 1 x 1 (fused amax)
+    Input<uint64_t> *amax_address = nullptr;
     Func xbits{"xbits"};  // element bits in a uint32
     Func f8{"f8"}, f8_words{"f8_words"};
     Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
@@ -380,16 +378,19 @@ private:
     // the cast's blocks (compute_with). Each thread of the cast's TX x T/R grid reduces the
     // word maxima (f8_words' second element) of the words it encoded; the TX threads of a
     // band of R rows meet by warp shuffles, and one thread folds the T/R band maxima and
-    // issues the tile's RED. A one-thread kernel then writes amax and scale_inv.
-    // H200, bf16, explore back to back / dirty L2, best variant with amax against the cast
-    // alone (bench/results/cast_amax_red_2026-12-04_h200_4d84872.md): t64r4w8_amax 78.2 / 80.7 us
-    // at 8192^2 (1.065 / 1.068x), 69.0 / 71.9 at 4096x14336 (1.065 / 1.076x), 77.7 / 80.0 at
-    // 16384x4096 (1.066 / 1.065x), 24.9 / 27.9 at 4096^2 (1.16x: the second kernel's ~3 us).
-    // Replaced two designs: one block folding all tile maxima in a second kernel (1.09-1.17x:
+    // issues the tile's RED into the caller's amax, which the runtime zeroed on the stream
+    // (a 4-byte memset) just before the kernel; one thread of the first block writes scale_inv.
+    // H200, bf16, explore back to back / dirty L2, best variant with amax against the best
+    // cast alone in the same run (bench/results/cast_amax_memset_2026-12-04_h200_*.md):
+    // t64r4w8_amax 76.6 / 79.1 us at 8192^2 (1.049 / 1.049x), 67.7 / 70.1 at 4096x14336
+    // (1.054 / 1.051x), 76.1 / 78.5 at 16384x4096 (1.051 / 1.054x), 24.0 / 26.1 at 4096^2
+    // (1.12 / 1.09x). A per-stream running maximum that a one-thread second kernel took and
+    // reset was 1.065-1.076x (1.16x at 4096^2): that kernel cost more than the memset.
+    // Before that: one block folding all tile maxima in a second kernel (1.09-1.17x:
     // that kernel alone took 3.7 us at 8192^2, ncu), and a count of finished tiles by atomics
     // so that the last tile wrote amax (1.10-1.25x: each block waited on two dependent round
     // trips to L2). Halide's own atomic max is a compare-and-swap loop: 143 us at 8192^2.
-    // 54 registers per thread under the JIT's cap allow 18 blocks per SM (shared memory: 26);
+    // 54 registers per thread (56 with amax) under the JIT's cap allow 18 blocks per SM (shared memory: 26);
     // capped at 40 it spilled and was slower (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
     void schedule_amax_fused(Func first, int T, int TX, int R) {
         Var g("g"), gl("gl"), l("l");
@@ -418,7 +419,15 @@ private:
         per_thread.compute_at(band, g).gpu_lanes(l);
         per_thread.update().reorder(txi, tyi, l).unroll(txi).unroll(tyi).gpu_lanes(l);
 
-        amax_scale_inv->gpu_single_thread();
+        // scale_inv: one thread of the first tile's block.
+        scale_inv->dim(0).set_min(0).set_extent(1);
+        scale_inv->dim(1).set_min(0).set_extent(1);
+        scale_inv->split(x, xo, xi, 1)
+            .split(y, yo, yi, 1)
+            .reorder(xi, yi, xo, yo)
+            .gpu_blocks(xo, yo)
+            .gpu_threads(xi)
+            .compute_with(first, xo);
     }
 };
 

@@ -38,12 +38,11 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_int("fp8_format", c.format);
     call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
     call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
-    // Binding a name the variant lacks does nothing: amax variants have the two buffers,
-    // or (tiled kernels) one Tuple output written by their second kernel.
+    // Binding a name the variant lacks does nothing: amax variants have both buffers, or
+    // (tiled kernels) scale_inv and amax's address, which their atomics update.
     call.bind_scalar_buffer("amax", c.amax);
     call.bind_scalar_buffer("scale_inv", c.scale_inv);
-    call.bind_scalar_buffer("amax_scale_inv.0", c.amax);
-    call.bind_scalar_buffer("amax_scale_inv.1", c.scale_inv);
+    call.bind_address("amax_address", c.amax);
 }
 
 // Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
@@ -138,18 +137,17 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     PipelineCall call(*v, stream, ctx);
     bind(call, *v, c);
     const bool fused_amax = v->param("with_amax") == "true";
-    // Tiled variants with fused amax keep their running maximum in the stream's amax state
-    // and write one word per tile into the stream's workspace; the lock keeps another
-    // thread's call on this stream from reallocating or sharing them.
+    // Tiled variants with fused amax take the maximum of their tiles' maxima in the caller's
+    // amax, zeroed on the stream first, and write one word per tile into the stream's
+    // workspace; the lock keeps another thread's call on this stream from reallocating it.
     std::unique_lock<std::mutex> workspace_lock;
-    if (v->argument("amax_state")) {
+    if (v->argument("amax_address")) {
         const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;
-        void *tiles = nullptr, *state = nullptr;
+        void *tiles = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
-        if ((s = cuda_amax_state(ctx, stream, &state))) return s;
         call.bind_matrix("tile_sink", tiles, tiles_y, tiles_x, tiles_x, 4);
-        call.bind_address("amax_state", state);
+        if ((s = cuda_zero_word(ctx, stream, c.amax))) return s;
     }
     if ((s = call.run())) return s;
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);

@@ -72,9 +72,12 @@ void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
     if (!slot_ptr) return;
     Arg &a = *slot_ptr;
     a.ptr = ptr;
-    a.buf.type = variant_.metadata->arguments[slot_ptr - args_.data()].type;
-    a.buf.dimensions = 0;
+    const halide_filter_argument_t &meta = variant_.metadata->arguments[slot_ptr - args_.data()];
+    if (meta.dimensions > 2) return;  // not a one-element buffer of ours: run() reports it unbound
+    a.buf.type = meta.type;
+    a.buf.dimensions = meta.dimensions;  // 0, or a 1 x 1 buffer
     a.buf.dim = a.dims;
+    for (int d = 0; d < meta.dimensions; d++) a.dims[d] = halide_dimension_t(0, 1, 1);
 }
 
 void PipelineCall::bind_int(const char *name, int32_t value) {

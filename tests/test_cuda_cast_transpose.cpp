@@ -108,9 +108,9 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
     CHECK(checked >= 7);
 }
 
-// The fused-amax variants keep a running maximum per stream that each call's second
-// kernel takes and resets: a call after a larger maximum, or one on another stream in
-// flight at the same time, must still report its own. Every fused-amax tiled variant,
+// The fused-amax variants take the maximum by atomics in the caller's amax, which each
+// call zeroes on its stream first: a call after a larger maximum, or one on another
+// stream in flight at the same time, must still report its own. Every fused-amax tiled variant,
 // forced, alternating two streams with no synchronization between calls; NaN, infinity,
 // zero and subnormals.
 TEST_CASE("fused amax: successive calls on two streams each report their own maximum") {
@@ -168,7 +168,8 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
         const schedx_fp8_format format = p["fp8"] == "e5m2" ? SCHEDX_E5M2 : SCHEDX_E4M3FN;
         REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-        REQUIRE(cudaMemset(stats, 0xFF, size_t(calls) * 8) == cudaSuccess);  // NaN until written
+        // 0x7F7F7F7F (3.4e38) until written: the atomic max would keep it if amax were not zeroed.
+        REQUIRE(cudaMemset(stats, 0x7F, size_t(calls) * 8) == cudaSuccess);
         for (int c = 0; c < calls; c++) {
             const int s = c % 2;
             const schedx_status st = schedx_cast_transpose_fp8(

@@ -162,9 +162,9 @@ TEST_CASE("8 threads on 8 CUDA streams calling both operators match the serial r
 }
 
 // torch.cuda.graph warms up on a side stream and captures on another, so the first call
-// on the capture stream allocates its fused-amax workspace and state inside the capture:
-// that must not invalidate the capture, the replay must compute amax, and so must a call
-// made on that stream outside the graph before any replay (the state is zero already).
+// on the capture stream allocates its fused-amax workspace inside the capture: that must
+// not invalidate the capture, each replay must compute amax (the memset that zeroes it is
+// in the graph), and so must a call made on that stream outside the graph before any replay.
 // Two fused-amax variants (forced).
 TEST_CASE("a first call on a stream under CUDA graph capture") {
     const int64_t m = 256, k = 256;
@@ -189,12 +189,13 @@ TEST_CASE("a first call on a stream under CUDA graph capture") {
             std::pair<float, float> got;
             REQUIRE(cudaMemcpy(&got.first, stats.ptr, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
             REQUIRE(cudaMemcpy(&got.second, stats.as<float>() + 1, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-            REQUIRE(cudaMemset(stats.ptr, 0xFF, 8) == cudaSuccess);  // NaN until the next call writes
+            // 3.4e38 until the next call writes: the atomic max would keep it if amax were not zeroed.
+            REQUIRE(cudaMemset(stats.ptr, 0x7F, 8) == cudaSuccess);
             return got;
         };
         cudaStream_t s = nullptr;
         REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-        REQUIRE(cudaMemset(stats.ptr, 0xFF, 8) == cudaSuccess);
+        REQUIRE(cudaMemset(stats.ptr, 0x7F, 8) == cudaSuccess);
         REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
         const schedx_status st = call(dx, s);
         cudaGraph_t graph = nullptr;

@@ -454,10 +454,10 @@ TEST_CASE("hand-scheduled CUDA variants allocate no device memory inside their p
 }
 
 TEST_CASE("fused-amax cast kernels issue their tile atomic without waiting on it") {
-    // Each tile adds its maximum to the stream's running maximum by an atomic whose result
+    // Each tile adds its maximum to the caller's amax by an atomic whose result
     // must be dead (ptxas then issues a RED no thread waits on); a result that is read
     // again, as when Halide hoisted the zero it is masked with to the host, holds every
-    // block for a round trip to L2 (1.10-1.25x the cast instead of 1.05-1.08x at 8192^2).
+    // block for a round trip to L2 (1.10-1.25x the cast instead of 1.05x at 8192^2).
     const std::regex atom(R"(atom\.sys\.max\.s32\s+(%r\d+),)");
     int checked = 0;
     for (const schedx::Variant &v : schedx::registry()) {

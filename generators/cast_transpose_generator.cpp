@@ -104,28 +104,35 @@ public:
         if (with_amax) {
             // Non-negative floats order like their bits and NaN bits exceed inf's, so an
             // integer max of |x|'s bits is max |x| with NaN propagated.
-            // The tiled kernels reduce their own T x T tile from the words' maxima (fused);
-            // the separate kernels use 256 x 128 tiles, the CPU 256 x 32. Those tiles may
-            // overhang the matrix: clamped coordinates repeat an element, leaving a max unchanged.
-            const bool gpu = sched.value() != "cpu";
-            const int tw = word_io ? int(tile) : 256, th = word_io ? int(tile) : (gpu ? 128 : 32);
-            tile_max(x, y) = schedx::u32(0);
-            if (word_io) {
-                RDom t(0, tw / 4, 0, th, "t");
-                tile_max(x, y) = max(tile_max(x, y), cast<uint32_t>(f8_words(x * (tw / 4) + t.x, y * th + t.y)[1]));
-                amax_tile_rdom = t;
-            } else {
-                abs_bits(x, y) = abs_bits_of(element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)));
-                RDom t(0, tw, 0, th, "t");
-                tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + t.x, y * th + t.y));
-                amax_tile_rdom = t;
-            }
             if (amax_address) {
-                // The whole amax is in place once the kernel has finished.
+                // The tiled kernels fuse it. thread_max(x, y): the maximum of the words that
+                // thread (x % TX, y % TY) of tile (x / TX, y / TY) encoded (f8_words' second
+                // element); warp_max: its warp's maximum, in every lane; tile_max: the tile's,
+                // from the first lane of each of its warps. The whole amax is in place once the
+                // kernel has finished.
+                const ThreadGrid g = thread_grid();
+                amax_tile_rdom = RDom(0, g.fw, 0, g.r, "t");
+                const RDom &t = amax_tile_rdom;
+                Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
+                Expr wy = (y / g.ty) * tile + (y % g.ty) * g.r + t.y;
+                thread_max(x, y) = schedx::u32(0);
+                thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
+                warp_max(x, y) = schedx::warp_max_u32(thread_max(x, y));
+                RDom w(0, g.tx * g.ty / 32, "w");
+                tile_max(x, y) = schedx::u32(0);
+                tile_max(x, y) = max(tile_max(x, y), warp_max(x * g.tx + (w * 32) % g.tx, y * g.ty + (w * 32) / g.tx));
+                amax_warps = w;
                 (*tile_sink)(x, y) =
                     schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x);
                 (*scale_inv)(x, y) = 1.0f / scale();
             } else {
+                // The separate kernels reduce 256 x 128 tiles, the CPU 256 x 32. Those tiles may
+                // overhang the matrix: clamped coordinates repeat an element, leaving a max unchanged.
+                const int tw = 256, th = sched.value() != "cpu" ? 128 : 32;
+                abs_bits(x, y) = abs_bits_of(element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)));
+                amax_tile_rdom = RDom(0, tw, 0, th, "t");
+                tile_max(x, y) = schedx::u32(0);
+                tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + amax_tile_rdom.x, y * th + amax_tile_rdom.y));
                 amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
                 (*amax)() = schedx::u32(0);
                 (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
@@ -166,7 +173,8 @@ private:
     Func f8{"f8"}, f8_words{"f8_words"};
     Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
     Func tile_max{"tile_max"};  // max |x| bits per tile
-    RDom amax_tiles, amax_tile_rdom;
+    Func thread_max{"thread_max"}, warp_max{"warp_max"};  // fused amax: per thread, per warp
+    RDom amax_tiles, amax_tile_rdom, amax_warps;
 
     Expr extent_x() { return input->dim(0).extent() * (word_io ? 32 / schedx::elem_bits(in_type) : 1); }
     Expr extent_y() { return input->dim(1).extent(); }
@@ -184,6 +192,23 @@ private:
         if (in_type == ElemType::fp32) return reinterpret<uint32_t>((*input)(ex, ey));
         if (word_io) return ((*input)(ex / 2, ey) >> (cast<uint32_t>(ex % 2) * 16)) & schedx::u32(0xFFFF);
         return cast<uint32_t>((*input)(ex, ey));
+    }
+
+    // The tiled kernels' threads per tile: tx across a tile row (each loads load_words input
+    // words and encodes fw fp8 words per row) times ty down it (r rows each).
+    struct ThreadGrid {
+        int tx, ty, fw, r;
+    };
+    ThreadGrid thread_grid() const {
+        const int T = tile, R = rows_per_thread;
+        const int tx = T / (32 / schedx::elem_bits(in_type)) / load_words, fw = tx > 0 ? T / 4 / tx : 0;
+        if (!(tx >= 1 && fw >= 1 && R >= 1 && T % R == 0 && (T / R) * tx <= 1024)) {
+            throw std::invalid_argument("tile, rows_per_thread and load_words make no valid thread grid");
+        }
+        if (with_amax && (T / R) * tx % 32 != 0) {
+            throw std::invalid_argument("a fused amax needs whole warps per tile");
+        }
+        return {tx, T / R, fw, R};
     }
 
     // CPU (the fallback without a GPU): 2 cores of the build machine, AVX2, bf16 4096^2:
@@ -289,13 +314,9 @@ private:
     // threads idles the rest at each barrier); each thread moves load_words input words
     // per row and rows_per_thread rows, so several 16-byte loads are in flight.
     void schedule_cuda_tiled() {
-        const int T = tile, R = rows_per_thread, LW = load_words;
+        const ThreadGrid g = thread_grid();
+        const int T = tile, R = g.r, LW = load_words, TX = g.tx, FW = g.fw;
         const int epw = 32 / schedx::elem_bits(in_type);
-        const int TX = T / epw / LW;   // threads across a tile row
-        const int FW = T / 4 / TX;     // fp8 words per thread per row
-        if (!(TX >= 1 && FW >= 1 && T % R == 0 && (T / R) * TX <= 1024)) {
-            throw std::invalid_argument("tile, rows_per_thread and load_words make no valid thread grid");
-        }
 
         // Whole tiles only; both outputs have the input's (transposed) extent.
         Expr in_w = input->dim(0).extent(), m = input->dim(1).extent();
@@ -360,7 +381,7 @@ private:
         Func in_regs = input->in(xbits);
         in_regs.compute_at(f8_words, xt);
         stage_words_in_registers(in_regs, LW);
-        if (with_amax) schedule_amax_fused(first, T, TX, R);
+        if (with_amax) schedule_amax_fused(first, g);
     }
 
     // A thread's input words (a wrapper of `input`, `words` per row) in registers, rows
@@ -374,28 +395,29 @@ private:
             .unroll(staged.args()[1]);
     }
 
-    // amax inside the tiled kernel: one atomic max per T x T tile, from a stage fused with
+    // amax inside the tiled kernel: one atomic max per T x T tile, from stages fused with
     // the cast's blocks (compute_with). Each thread of the cast's TX x T/R grid reduces the
-    // word maxima (f8_words' second element) of the words it encoded; the TX threads of a
-    // band of R rows meet by warp shuffles, and one thread folds the T/R band maxima and
-    // issues the tile's RED into the caller's amax, which the runtime zeroed on the stream
-    // (a 4-byte memset) just before the kernel; one thread of the first block writes scale_inv.
-    // H200, bf16, explore back to back / dirty L2, best variant with amax against the best
-    // cast alone in the same run (bench/results/cast_amax_memset_2026-12-04_h200_*.md):
-    // t64r4w8_amax 76.6 / 79.1 us at 8192^2 (1.049 / 1.049x), 67.7 / 70.1 at 4096x14336
-    // (1.054 / 1.051x), 76.1 / 78.5 at 16384x4096 (1.051 / 1.054x), 24.0 / 26.1 at 4096^2
-    // (1.12 / 1.09x). A per-stream running maximum that a one-thread second kernel took and
-    // reset was 1.065-1.076x (1.16x at 4096^2): that kernel cost more than the memset.
-    // Before that: one block folding all tile maxima in a second kernel (1.09-1.17x:
-    // that kernel alone took 3.7 us at 8192^2, ncu), and a count of finished tiles by atomics
-    // so that the last tile wrote amax (1.10-1.25x: each block waited on two dependent round
-    // trips to L2). Halide's own atomic max is a compare-and-swap loop: 143 us at 8192^2.
-    // 54 registers per thread (56 with amax) under the JIT's cap allow 18 blocks per SM (shared memory: 26);
-    // capped at 40 it spilled and was slower (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
-    void schedule_amax_fused(Func first, int T, int TX, int R) {
-        Var g("g"), gl("gl"), l("l");
-        // Tile indices start at 0 (the lanes loop needs a constant extent). Split by 1 so
-        // that the tile loops carry the names of the cast's block loops.
+    // word maxima (f8_words' second element) of the words it encoded, each warp meets in one
+    // REDUX, and one thread takes the warps' maxima and issues the tile's RED into the
+    // caller's amax, which the runtime zeroed on the stream (a 4-byte memset) just before the
+    // kernel; one thread of the first block writes scale_inv.
+    // H200, bf16, explore back to back / dirty L2, best amax variant against the best cast in
+    // the same run (bench/results/cast_amax_redux_2026-12-04_h200_*.md): 76.3 / 77.9 us at
+    // 8192^2 (1.036 / 1.033x), 67.2 / 69.4 at 4096x14336 (1.043 / 1.042x), 75.6 / 77.8 at
+    // 16384x4096 (1.032 / 1.038x), 23.9 / 25.7 at 4096^2 (1.11 / 1.07x). The warps' bands
+    // meeting by Halide's lane gather (shuffles) and one thread folding the T/R band maxima
+    // took 1.045-1.054x; every warp issuing its own atomic, 1.15-1.2x (cast_amax_memset_...).
+    // Before the memset: a per-stream running maximum that a one-thread second kernel took and
+    // reset (1.065-1.076x; 1.16x at 4096^2), one block folding all tile maxima in a second
+    // kernel (1.09-1.17x: that kernel alone took 3.7 us at 8192^2, ncu), and a count of
+    // finished tiles by atomics so that the last tile wrote amax (1.10-1.25x: each block waited
+    // on two dependent round trips to L2). Halide's own atomic max is a compare-and-swap loop:
+    // 143 us at 8192^2. 52-56 registers per thread under the JIT's cap allow 16-18 blocks per
+    // SM (shared memory: 26); capped at 40 it spilled and was slower
+    // (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
+    void schedule_amax_fused(Func first, const ThreadGrid &g) {
+        // Tile indices start at 0. Split by 1 so that the tile loops carry the names of the
+        // cast's block loops.
         tile_sink->dim(0).set_min(0);
         tile_sink->dim(1).set_min(0);
         tile_sink->split(x, xo, xi, 1)
@@ -404,20 +426,16 @@ private:
             .gpu_blocks(xo, yo)
             .gpu_threads(xi)
             .compute_with(first, xo);
-        RVar txo("txo"), txi("txi"), tyo("tyo"), tyi("tyi");
-        // per_thread(l, g): the maxima of the FW x R words this thread encoded, read back
-        // from shared memory; band(g): the TX lanes of band g.
-        const int FW = T / 4 / TX;
-        Func per_thread = tile_max.update()
-                              .split(amax_tile_rdom.x, txo, txi, FW)
-                              .split(amax_tile_rdom.y, tyo, tyi, R)
-                              .rfactor({{txo, l}, {tyo, g}});
-        Func band = tile_max.update().rfactor(tyo, g);
-        tile_max.compute_at(*tile_sink, xi).update().unroll(tyo);
-        band.compute_at(*tile_sink, xo).store_in(MemoryType::GPUShared).split(g, g, gl, 1).gpu_threads(gl, g);
-        band.update().split(g, g, gl, 1).reorder(txo, gl, g).unroll(txo).gpu_threads(gl, g);
-        per_thread.compute_at(band, g).gpu_lanes(l);
-        per_thread.update().reorder(txi, tyi, l).unroll(txi).unroll(tyi).gpu_lanes(l);
+        tile_max.compute_at(*tile_sink, xi).update().unroll(amax_warps.x);
+        // Every thread of the tile's grid: its words' maxima, read back from shared memory,
+        // then its warp's by REDUX, into shared memory for the tile's one thread.
+        warp_max.compute_at(*tile_sink, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, xo, xi, g.tx, TailStrategy::RoundUp)
+            .split(y, yo, yi, g.ty, TailStrategy::RoundUp)
+            .reorder(xi, yi, xo, yo)
+            .gpu_threads(xi, yi);
+        thread_max.compute_at(warp_max, xi).update().unroll(amax_tile_rdom.x).unroll(amax_tile_rdom.y);
 
         // scale_inv: one thread of the first tile's block.
         scale_inv->dim(0).set_min(0).set_extent(1);

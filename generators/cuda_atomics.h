@@ -34,4 +34,12 @@ inline Halide::Expr device_atomic_u32_discarded(const std::string &op, Halide::E
     return device_atomic_u32(op, address, value) & zero;
 }
 
+// The unsigned maximum of `value` over the 32 lanes of the calling warp, in every lane
+// (one REDUX instruction, sm_80 and later). All 32 lanes must execute it together.
+inline Halide::Expr warp_max_u32(Halide::Expr value) {
+    using namespace Halide;
+    return Internal::Call::make(UInt(32), "llvm.nvvm.redux.sync.umax", {cast<uint32_t>(value), cast<uint32_t>(Expr(int32_t(-1)))},
+                                Internal::Call::Extern);
+}
+
 }  // namespace schedx

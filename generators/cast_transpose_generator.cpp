@@ -416,16 +416,10 @@ private:
     // SM (shared memory: 26); capped at 40 it spilled and was slower
     // (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
     void schedule_amax_fused(Func first, const ThreadGrid &g) {
-        // Tile indices start at 0. Split by 1 so that the tile loops carry the names of the
-        // cast's block loops.
+        // Tile indices start at 0.
         tile_sink->dim(0).set_min(0);
         tile_sink->dim(1).set_min(0);
-        tile_sink->split(x, xo, xi, 1)
-            .split(y, yo, yi, 1)
-            .reorder(xi, yi, xo, yo)
-            .gpu_blocks(xo, yo)
-            .gpu_threads(xi)
-            .compute_with(first, xo);
+        one_thread_per_block(*tile_sink, first);
         tile_max.compute_at(*tile_sink, xi).update().unroll(amax_warps.x);
         // Every thread of the tile's grid: its words' maxima, read back from shared memory,
         // then its warp's by REDUX, into shared memory for the tile's one thread.
@@ -440,12 +434,13 @@ private:
         // scale_inv: one thread of the first tile's block.
         scale_inv->dim(0).set_min(0).set_extent(1);
         scale_inv->dim(1).set_min(0).set_extent(1);
-        scale_inv->split(x, xo, xi, 1)
-            .split(y, yo, yi, 1)
-            .reorder(xi, yi, xo, yo)
-            .gpu_blocks(xo, yo)
-            .gpu_threads(xi)
-            .compute_with(first, xo);
+        one_thread_per_block(*scale_inv, first);
+    }
+
+    // f(x, y) computed by one thread of the cast's block (x, y), fused with its block loops
+    // (split by 1 so that f's loops carry their names).
+    void one_thread_per_block(Func f, Func first) {
+        f.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).gpu_blocks(xo, yo).gpu_threads(xi).compute_with(first, xo);
     }
 };
 

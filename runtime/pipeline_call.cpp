@@ -70,10 +70,10 @@ void PipelineCall::bind_vector(const char *name, const void *ptr, int64_t n, int
 void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
     Arg *slot_ptr = slot(name);
     if (!slot_ptr) return;
-    Arg &a = *slot_ptr;
-    a.ptr = ptr;
     const halide_filter_argument_t &meta = variant_.metadata->arguments[slot_ptr - args_.data()];
     if (meta.dimensions > 2) return;  // not a one-element buffer of ours: run() reports it unbound
+    Arg &a = *slot_ptr;
+    a.ptr = ptr;
     a.buf.type = meta.type;
     a.buf.dimensions = meta.dimensions;  // 0, or a 1 x 1 buffer
     a.buf.dim = a.dims;

@@ -26,7 +26,8 @@ public:
     GeneratorParam<std::string> fp8{"fp8", "any"};
     // cpu | cuda_general | cuda_tiled (word I/O, whole tiles) | auto (autoscheduler)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
-    GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile edge in elements
+    GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile width along K, in elements
+    GeneratorParam<int> tile_rows{"tile_rows", 0};     // cuda_tiled: tile height along M (0: tile, square)
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
     GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
     GeneratorParam<int> pad_words{"pad_words", 0};   // cuda_tiled: shared-memory row padding
@@ -44,15 +45,16 @@ public:
         if (with_amax && word_io) {
             // amax_address: the device address of the caller's amax (float bits), which the
             // runtime zeroes on the stream just before the kernel. Each tile adds its maximum
-            // there by an atomic that no thread waits for; tile_sink, one word per tile (a
-            // workspace the runtime keeps per stream), is what those atomics are computed for.
-            // scale_inv is 1 x 1 so that its stage can share the tiles' blocks.
+            // there by an atomic that no thread waits for, and the first tile writes scale_inv
+            // at scale_inv_address by one more (no stage of its own: one barrier less per
+            // block); tile_sink, one word per tile (a workspace the runtime keeps per
+            // stream), is what those atomics are computed for.
             amax_address = add_input<uint64_t>("amax_address");
+            scale_inv_address = add_input<uint64_t>("scale_inv_address");
             tile_sink = add_output<Buffer<uint32_t, 2>>("tile_sink");
-            scale_inv = add_output<Buffer<float>>("scale_inv", 2);
         } else if (with_amax) {
             amax = add_output<Buffer<uint32_t, 0>>("amax");  // float bits
-            scale_inv = add_output<Buffer<float>>("scale_inv", 0);
+            scale_inv = add_output<Buffer<float, 0>>("scale_inv");
         }
     }
 
@@ -114,7 +116,7 @@ public:
                 amax_tile_rdom = RDom(0, g.fw, 0, g.r, "t");
                 const RDom &t = amax_tile_rdom;
                 Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
-                Expr wy = (y / g.ty) * tile + (y % g.ty) * g.r + t.y;
+                Expr wy = (y / g.ty) * tile_m() + (y % g.ty) * g.r + t.y;
                 thread_max(x, y) = schedx::u32(0);
                 thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
                 warp_max(x, y) = schedx::warp_max_u32(thread_max(x, y));
@@ -122,9 +124,14 @@ public:
                 tile_max(x, y) = schedx::u32(0);
                 tile_max(x, y) = max(tile_max(x, y), warp_max(x * g.tx + (w * 32) % g.tx, y * g.ty + (w * 32) / g.tx));
                 amax_warps = w;
+                Expr scale_inv_write = Internal::Call::make(
+                    UInt(32), Internal::Call::if_then_else,
+                    {x == 0 && y == 0,
+                     schedx::device_atomic_u32_discarded("exch", *scale_inv_address, reinterpret<uint32_t>(1.0f / scale()), x),
+                     schedx::u32(0)},
+                    Internal::Call::PureIntrinsic);
                 (*tile_sink)(x, y) =
-                    schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x);
-                (*scale_inv)(x, y) = 1.0f / scale();
+                    schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x) | scale_inv_write;
             } else {
                 // The separate kernels reduce 256 x 128 tiles, the CPU 256 x 32. Those tiles may
                 // overhang the matrix: clamped coordinates repeat an element, leaving a max unchanged.
@@ -167,8 +174,8 @@ private:
     Output<Buffer<>> *rows = nullptr, *cols = nullptr;
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
     Output<Buffer<uint32_t, 2>> *tile_sink = nullptr;
-    Output<Buffer<float>> *scale_inv = nullptr;  // 0-dimensional, or 1 x 1 (fused amax)
-    Input<uint64_t> *amax_address = nullptr;
+    Output<Buffer<float, 0>> *scale_inv = nullptr;  // the separate amax pass's
+    Input<uint64_t> *amax_address = nullptr, *scale_inv_address = nullptr;
     Func xbits{"xbits"};  // element bits in a uint32
     Func f8{"f8"}, f8_words{"f8_words"};
     Func abs_bits{"abs_bits"};  // |x| as float bits (ordered like the values)
@@ -194,21 +201,27 @@ private:
         return cast<uint32_t>((*input)(ex, ey));
     }
 
+    int tile_m() const { return tile_rows > 0 ? int(tile_rows) : int(tile); }
+
     // The tiled kernels' threads per tile: tx across a tile row (each loads load_words input
-    // words and encodes fw fp8 words per row) times ty down it (r rows each).
+    // words and encodes fw fp8 words per row) times ty down it (r rows each). The same
+    // threads store the column-major output: cfw words of a column (16 bytes at most) for cr
+    // columns each.
     struct ThreadGrid {
-        int tx, ty, fw, r;
+        int tx, ty, fw, r, cfw, cr;
     };
     ThreadGrid thread_grid() const {
-        const int T = tile, R = rows_per_thread;
-        const int tx = T / (32 / schedx::elem_bits(in_type)) / load_words, fw = tx > 0 ? T / 4 / tx : 0;
-        if (!(tx >= 1 && fw >= 1 && R >= 1 && T % R == 0 && (T / R) * tx <= 1024)) {
-            throw std::invalid_argument("tile, rows_per_thread and load_words make no valid thread grid");
+        const int TK = tile, TM = tile_m(), R = rows_per_thread;
+        const int tx = TK / (32 / schedx::elem_bits(in_type)) / load_words, fw = tx > 0 ? TK / 4 / tx : 0;
+        const int ty = R > 0 ? TM / R : 0, cfw = tx > 0 ? TM / 4 / tx : 0, cr = ty > 0 ? TK / ty : 0;
+        if (!(tx >= 1 && fw >= 1 && R >= 1 && TM % R == 0 && ty * tx <= 1024 && cfw >= 1 && cfw <= 4 &&
+              (TM / 4) % tx == 0 && cr >= 1 && TK % ty == 0)) {
+            throw std::invalid_argument("tile, tile_rows, rows_per_thread and load_words make no valid thread grid");
         }
-        if (with_amax && (T / R) * tx % 32 != 0) {
+        if (with_amax && ty * tx % 32 != 0) {
             throw std::invalid_argument("a fused amax needs whole warps per tile");
         }
-        return {tx, T / R, fw, R};
+        return {tx, ty, fw, R, cfw, cr};
     }
 
     // CPU (the fallback without a GPU): 2 cores of the build machine, AVX2, bf16 4096^2:
@@ -315,13 +328,13 @@ private:
     // per row and rows_per_thread rows, so several 16-byte loads are in flight.
     void schedule_cuda_tiled() {
         const ThreadGrid g = thread_grid();
-        const int T = tile, R = g.r, LW = load_words, TX = g.tx, FW = g.fw;
+        const int T = tile, TM = tile_m(), R = g.r, LW = load_words, FW = g.fw;
         const int epw = 32 / schedx::elem_bits(in_type);
 
         // Whole tiles only; both outputs have the input's (transposed) extent.
         Expr in_w = input->dim(0).extent(), m = input->dim(1).extent();
         input->dim(0).set_min(0).set_extent((in_w / (T / epw)) * (T / epw));
-        input->dim(1).set_min(0).set_extent((m / T) * T).set_stride((input->dim(1).stride() / 4) * 4);
+        input->dim(1).set_min(0).set_extent((m / TM) * TM).set_stride((input->dim(1).stride() / 4) * 4);
         // The runtime hands these variants 16-byte aligned pointers; saying so lets the
         // 8-byte output vectors be single stores (they were pairs of 4-byte ones).
         input->set_host_alignment(16);
@@ -339,7 +352,7 @@ private:
 
         Func first = rows ? *rows : *cols;
         if (rows) {
-            rows->tile(x, y, xo, yo, xi, yi, T / 4, T, TailStrategy::RoundUp)
+            rows->tile(x, y, xo, yo, xi, yi, T / 4, TM, TailStrategy::RoundUp)
                 .split(xi, xt, xi, FW, TailStrategy::RoundUp)
                 .split(yi, yt, yi, R, TailStrategy::RoundUp)
                 .reorder(xi, yi, xt, yt, xo, yo)
@@ -350,10 +363,10 @@ private:
         }
         if (cols) {
             // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
-            cols->split(y, yo, yi, T / 4, TailStrategy::RoundUp)
+            cols->split(y, yo, yi, TM / 4, TailStrategy::RoundUp)
                 .split(x, xo, xi, T, TailStrategy::RoundUp)
-                .split(yi, yt, yi, FW, TailStrategy::RoundUp)
-                .split(xi, xt, xi, R, TailStrategy::RoundUp)
+                .split(yi, yt, yi, g.cfw, TailStrategy::RoundUp)
+                .split(xi, xt, xi, g.cr, TailStrategy::RoundUp)
                 .reorder(yi, xi, yt, xt, xo, yo)
                 .vectorize(yi)
                 .unroll(xi)
@@ -400,7 +413,7 @@ private:
     // word maxima (f8_words' second element) of the words it encoded, each warp meets in one
     // REDUX, and one thread takes the warps' maxima and issues the tile's RED into the
     // caller's amax, which the runtime zeroed on the stream (a 4-byte memset) just before the
-    // kernel; one thread of the first block writes scale_inv.
+    // kernel; the first tile's one thread also writes scale_inv.
     // H200, bf16, explore back to back / dirty L2, best amax variant against the best cast in
     // the same run (bench/results/cast_amax_redux_2026-12-04_h200_*.md): 76.3 / 77.9 us at
     // 8192^2 (1.036 / 1.033x), 67.2 / 69.4 at 4096x14336 (1.043 / 1.042x), 75.6 / 77.8 at
@@ -419,7 +432,14 @@ private:
         // Tile indices start at 0.
         tile_sink->dim(0).set_min(0);
         tile_sink->dim(1).set_min(0);
-        one_thread_per_block(*tile_sink, first);
+        // One thread per cast block, fused with its block loops (split by 1 so that the loops
+        // carry their names).
+        tile_sink->split(x, xo, xi, 1)
+            .split(y, yo, yi, 1)
+            .reorder(xi, yi, xo, yo)
+            .gpu_blocks(xo, yo)
+            .gpu_threads(xi)
+            .compute_with(first, xo);
         tile_max.compute_at(*tile_sink, xi).update().unroll(amax_warps.x);
         // Every thread of the tile's grid: its words' maxima, read back from shared memory,
         // then its warp's by REDUX, into shared memory for the tile's one thread.
@@ -430,17 +450,6 @@ private:
             .reorder(xi, yi, xo, yo)
             .gpu_threads(xi, yi);
         thread_max.compute_at(warp_max, xi).update().unroll(amax_tile_rdom.x).unroll(amax_tile_rdom.y);
-
-        // scale_inv: one thread of the first tile's block.
-        scale_inv->dim(0).set_min(0).set_extent(1);
-        scale_inv->dim(1).set_min(0).set_extent(1);
-        one_thread_per_block(*scale_inv, first);
-    }
-
-    // f(x, y) computed by one thread of the cast's block (x, y), fused with its block loops
-    // (split by 1 so that f's loops carry their names).
-    void one_thread_per_block(Func f, Func first) {
-        f.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).gpu_blocks(xo, yo).gpu_threads(xi).compute_with(first, xo);
     }
 };
 

@@ -39,13 +39,14 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
     call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
     // Binding a name the variant lacks does nothing: amax variants have both buffers, or
-    // (tiled kernels) scale_inv and amax's address, which their atomics update.
+    // (tiled kernels) both addresses, which their atomics update.
     call.bind_scalar_buffer("amax", c.amax);
     call.bind_scalar_buffer("scale_inv", c.scale_inv);
     call.bind_address("amax_address", c.amax);
+    call.bind_address("scale_inv_address", c.scale_inv);
 }
 
-// Tiled variants take whole T x T tiles, 16-byte aligned pointers and rows (word I/O);
+// Tiled variants take whole tiles (tile_rows x tile: M x K), 16-byte aligned pointers and rows (word I/O);
 // autoscheduled ones the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
@@ -54,8 +55,8 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
         return query.bounds_fit();
     }
     if (v.param("schedule") != "cuda_tiled") return true;
-    const int64_t t = v.param_int("tile", 64);
-    return c.m % t == 0 && c.k % t == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
+    const int64_t tk = v.param_int("tile", 64), tm = v.param_int("tile_rows", tk);
+    return c.m % tm == 0 && c.k % tk == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
            (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0)) &&
            (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0));
 }
@@ -142,7 +143,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     // workspace; the lock keeps another thread's call on this stream from reallocating it.
     std::unique_lock<std::mutex> workspace_lock;
     if (v->argument("amax_address")) {
-        const int64_t t = v->param_int("tile", 64), tiles_x = k / t, tiles_y = m / t;
+        const int64_t tk = v->param_int("tile", 64), tiles_x = k / tk, tiles_y = m / v->param_int("tile_rows", tk);
         void *tiles = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;

@@ -71,13 +71,11 @@ void PipelineCall::bind_scalar_buffer(const char *name, const void *ptr) {
     Arg *slot_ptr = slot(name);
     if (!slot_ptr) return;
     const halide_filter_argument_t &meta = variant_.metadata->arguments[slot_ptr - args_.data()];
-    if (meta.dimensions > 2) return;  // not a one-element buffer of ours: run() reports it unbound
+    if (meta.dimensions != 0) return;  // not a one-element buffer: run() reports it unbound
     Arg &a = *slot_ptr;
     a.ptr = ptr;
     a.buf.type = meta.type;
-    a.buf.dimensions = meta.dimensions;  // 0, or a 1 x 1 buffer
-    a.buf.dim = a.dims;
-    for (int d = 0; d < meta.dimensions; d++) a.dims[d] = halide_dimension_t(0, 1, 1);
+    a.buf.dimensions = 0;
 }
 
 void PipelineCall::bind_int(const char *name, int32_t value) {

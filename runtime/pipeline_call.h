@@ -26,7 +26,7 @@ public:
     // apart. Arguments the pipeline does not have are ignored.
     void bind_matrix(const char *name, const void *ptr, int64_t rows, int64_t cols, int64_t ld, int elem_bytes);
     void bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes);
-    // One element: a 0-dimensional buffer, or 1 x 1 where the pipeline's has two dimensions.
+    // One element: a 0-dimensional buffer.
     void bind_scalar_buffer(const char *name, const void *ptr);
     void bind_int(const char *name, int32_t value);
     // A device address handed to the pipeline as a uint64 (where a kernel writes through

@@ -213,6 +213,22 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
     CHECK(schedule_of_last() == "cuda_general");
 }
 
+// A tile 128 rows tall takes M in whole tiles of 128: forced on M = 192 it refuses the call
+// (status 11) before anything runs; dispatched, that shape runs a 64-row tile.
+TEST_CASE("variants with 128-row tiles take only M in whole tiles of 128") {
+    const char *tall = "cast_transpose_bf16_e4m3_t128x64r8w4";
+    REQUIRE(schedx_force_variant("cast_transpose", tall) == SCHEDX_OK);
+    CastTransposeCase c{192, 256, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CHECK(check_cast_transpose(c, all_patterns, run_on_cuda).rfind("status 11:", 0) == 0);
+    c.m = 256;
+    CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    c.m = 192;
+    CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+    CHECK(test::schedule_of_last("cast_transpose") == "cuda_tiled");
+    CHECK(std::string(schedx_last_variant("cast_transpose")) != tall);
+}
+
 // Untuned, a fused-amax call on whole tiles takes a fused variant, below and above the
 // size where an earlier design was demoted (2^25 elements); both report x's maximum.
 TEST_CASE("untuned fused amax: a fused variant at 4096^2 and 8192x4096") {

@@ -1,7 +1,9 @@
 // schedx-cast-anchor: issue 2's ceiling question. Hand-written CUDA fp8 cast + transpose
 // kernels for sm_90, using what Halide 21 cannot emit (its highest target is
 // cuda_capability_86): the hardware conversion cvt.rn.satfinite.e4m3x2.f32, 255 registers,
-// a persistent grid with the next tile's loads in flight while the current one is stored.
+// a persistent grid with the next tile's loads in flight while the current one is stored;
+// and "_soft" twins that encode in integer arithmetic as schedx's kernels must, which tell
+// what the hardware conversion alone is worth, with and without a fused amax.
 // They are timed in one process with a cudaMemcpy of the same bytes and schedx's own
 // variants (forced by name through the C ABI), by schedx-explore's timing code, back to
 // back and after a dirty L2 (do_bench's condition), and checked bit for bit against
@@ -44,16 +46,30 @@ struct Args {
     int m, k;
 };
 
+// e4m3fn in integer arithmetic, the algorithm schedx's Halide kernels run (Halide 21 cannot
+// emit the hardware conversion): the "_soft" kernels time the same integer work. Clamp the
+// magnitude, round off 20 mantissa bits to even and rebias; below the smallest normal, one
+// float add of 2^14 rounds to the subnormal unit.
+__device__ __forceinline__ unsigned encode_e4m3_soft(float p) {
+    const unsigned u = __float_as_uint(p), sign = (u >> 24) & 0x80u;
+    const unsigned a = min(u & 0x7FFFFFFFu, 0x43E00000u);
+    const unsigned normal = (a + (unsigned(7 - 127) << 23) + 0x7FFFFu + ((a >> 20) & 1u)) >> 20;
+    const unsigned sub = __float_as_uint(__fadd_rn(__uint_as_float(a), __uint_as_float(141u << 23))) - (141u << 23);
+    return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0x7Fu : ((a < (121u << 23) ? sub : normal) | sign);
+}
+
 // Eight bf16 (one 16-byte load) scaled and encoded: eight e4m3fn bytes, lowest address first.
+template <bool SOFT>
 __device__ __forceinline__ uint2 encode8(uint4 v, float s) {
     const unsigned w[4] = {v.x, v.y, v.z, v.w};
-    unsigned short p[4];
+    unsigned p[4];
 #pragma unroll
     for (int i = 0; i < 4; i++) {
         const float lo = __uint_as_float(w[i] << 16) * s, hi = __uint_as_float(w[i] & 0xFFFF0000u) * s;
-        p[i] = __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
+        p[i] = SOFT ? encode_e4m3_soft(lo) | encode_e4m3_soft(hi) << 8
+                    : __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
     }
-    return make_uint2(p[0] | unsigned(p[1]) << 16, p[2] | unsigned(p[3]) << 16);
+    return make_uint2(p[0] | p[1] << 16, p[2] | p[3] << 16);
 }
 
 // max |x| of eight bf16 as their bits with the sign cleared (they order like |x|).
@@ -68,7 +84,7 @@ __device__ __forceinline__ unsigned abs_max8(uint4 v) {
 // One TM x TK tile: thread (tx, ty) loads rows ty + r * TY, r < R, 16 bytes each, writes
 // their fp8 rows straight from registers and into shared memory; then each thread takes
 // 4 columns x 16 rows of the fp8 tile and writes 4 transposed rows of 16 bytes.
-template <int TM, int TK, int R>
+template <int TM, int TK, int R, bool SOFT = false>
 struct Tile {
     static constexpr int TX = TK / 8, TY = TM / R, NT = TX * TY;
     static constexpr int SROW = TK + 4;  // bytes; 17 words for TK = 64: no bank conflicts in the column reads
@@ -89,7 +105,7 @@ struct Tile {
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int lr = ty + r * TY;
-            const uint2 f = encode8(v[r], sc);
+            const uint2 f = encode8<SOFT>(v[r], sc);
             *reinterpret_cast<uint2 *>(a.rows + (size_t(tm) * TM + lr) * a.k + size_t(tk) * TK + tx * 8) = f;
             reinterpret_cast<unsigned *>(s + lr * SROW)[2 * tx] = f.x;
             reinterpret_cast<unsigned *>(s + lr * SROW)[2 * tx + 1] = f.y;
@@ -139,9 +155,9 @@ __device__ __forceinline__ void block_amax(const Args &a, unsigned mx) {
 }
 
 // One tile per block, grid (K / TK, M / TM).
-template <int TM, int TK, int R>
+template <int TM, int TK, int R, bool SOFT>
 __global__ void __launch_bounds__(Tile<TM, TK, R>::NT) cast_tile(Args a) {
-    using T = Tile<TM, TK, R>;
+    using T = Tile<TM, TK, R, SOFT>;
     __shared__ __align__(16) uint8_t s[TM * T::SROW];
     uint4 v[R];
     T::load(a, blockIdx.y, blockIdx.x, v);
@@ -179,10 +195,10 @@ struct Kernel {
     int blocks_per_sm;  // 0: one block per tile
 };
 
-template <int TM, int TK, int R>
+template <int TM, int TK, int R, bool SOFT = false>
 Kernel tile_kernel() {
-    return {"tile_" + std::to_string(TM) + "x" + std::to_string(TK) + "_r" + std::to_string(R), cast_tile<TM, TK, R>, TM, TK,
-            Tile<TM, TK, R>::NT, 0};
+    return {"tile_" + std::to_string(TM) + "x" + std::to_string(TK) + "_r" + std::to_string(R) + (SOFT ? "_soft" : ""),
+            cast_tile<TM, TK, R, SOFT>, TM, TK, Tile<TM, TK, R>::NT, 0};
 }
 template <int TM, int TK, int R>
 Kernel persistent_kernel(int bps) {
@@ -192,10 +208,21 @@ Kernel persistent_kernel(int bps) {
 }
 
 std::vector<Kernel> kernels() {
-    return {tile_kernel<64, 64, 8>(),        tile_kernel<64, 64, 4>(),        tile_kernel<64, 64, 16>(),
-            tile_kernel<128, 64, 8>(),       tile_kernel<128, 64, 16>(),      tile_kernel<64, 128, 8>(),
-            tile_kernel<128, 128, 16>(),     persistent_kernel<64, 64, 8>(8), persistent_kernel<64, 64, 8>(16),
-            persistent_kernel<64, 64, 4>(16), persistent_kernel<128, 64, 8>(8)};
+    return {tile_kernel<64, 64, 8>(),
+            tile_kernel<64, 64, 4>(),
+            tile_kernel<64, 64, 16>(),
+            tile_kernel<128, 64, 8>(),
+            tile_kernel<128, 64, 16>(),
+            tile_kernel<64, 128, 8>(),
+            tile_kernel<128, 128, 16>(),
+            tile_kernel<64, 64, 8, true>(),
+            tile_kernel<64, 64, 4, true>(),
+            tile_kernel<128, 64, 8, true>(),
+            tile_kernel<128, 64, 16, true>(),
+            persistent_kernel<64, 64, 8>(8),
+            persistent_kernel<64, 64, 8>(16),
+            persistent_kernel<64, 64, 4>(16),
+            persistent_kernel<128, 64, 8>(8)};
 }
 
 void launch(const Kernel &kern, int sms, const Args &a) {

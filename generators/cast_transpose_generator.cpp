@@ -321,8 +321,12 @@ private:
     // t64r8w4 (73.98 / 73.67 us at 8192^2, 21.8 / 22.2 at 4096^2; 16-byte stores, 32 bytes
     // in flight per row: cast_load_words8_2026-12-04_h200_0a7affc.md). Single 8-byte output
     // stores (16-byte host alignment) left the times unchanged (75.9 -> 75.6 us): stores are
-    // not the limit.
-    // Whole tiles of T x T elements, 32-bit word I/O. Every stage of a block runs on the
+    // not the limit. 128 x 64 tiles (t128x64r8w4: 128 threads, 16-byte column stores) tie
+    // them (73.70 / 75.43 us at 8192^2, back to back / dirty L2). Hand-written sm_90 kernels
+    // with the hardware e4m3 conversion Halide cannot emit are 0.1-0.9% faster at the large
+    // shapes and none passes 91.5% of a same-size copy; with this encoder they are 1-2%
+    // slower than these (cast_anchor_2026-12-04_h200_0c5d476.md).
+    // Whole tiles of tile_rows x tile elements, 32-bit word I/O. Every stage of a block runs on the
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
     // threads idles the rest at each barrier); each thread moves load_words input words
     // per row and rows_per_thread rows, so several 16-byte loads are in flight.
@@ -408,12 +412,16 @@ private:
             .unroll(staged.args()[1]);
     }
 
-    // amax inside the tiled kernel: one atomic max per T x T tile, from stages fused with
-    // the cast's blocks (compute_with). Each thread of the cast's TX x T/R grid reduces the
+    // amax inside the tiled kernel: one atomic max per tile, from stages fused with the
+    // cast's blocks (compute_with). Each thread of the cast's TX x TY grid reduces the
     // word maxima (f8_words' second element) of the words it encoded, each warp meets in one
     // REDUX, and one thread takes the warps' maxima and issues the tile's RED into the
     // caller's amax, which the runtime zeroed on the stream (a 4-byte memset) just before the
-    // kernel; the first tile's one thread also writes scale_inv.
+    // kernel; the first tile's one thread also writes scale_inv, by an atomic exchange (as a
+    // stage of its own it cost a barrier per block and no measurable time).
+    // The amax's cost is integer-pipe time the software encoder leaves: hand-written CUDA with
+    // this design pays ~1% with the hardware conversion and 6.7-7.6% with this encoder
+    // (cast_anchor_2026-12-04_h200_0c5d476.md).
     // H200, bf16, explore back to back / dirty L2, best amax variant against the best cast in
     // the same run (bench/results/cast_amax_redux_2026-12-04_h200_*.md): 76.3 / 77.9 us at
     // 8192^2 (1.036 / 1.033x), 67.2 / 69.4 at 4096x14336 (1.043 / 1.042x), 75.6 / 77.8 at

@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -112,7 +111,6 @@ struct Tile {
             if (a.amax) mx = max(mx, abs_max8(v[r]));
         }
         __syncthreads();
-#pragma unroll
         for (int item = threadIdx.x; item < ITEMS; item += NT) {
             const int wc = item % (TK / 4), mc = item / (TK / 4);
             unsigned w[16];
@@ -305,6 +303,12 @@ int main(int argc, char **argv) {
             b->fill(buf.cols.at(0), 0xA5, buf.cols.slot_bytes() * sets);
         }
         auto time_us = [&](const std::function<void(int)> &f) { return explore::measure(*b, f, sets, timing).median_us; };
+        auto force = [](const std::string &variant) {
+            if (schedx_force_variant("cast_transpose", variant.c_str()) != SCHEDX_OK) {
+                std::fprintf(stderr, "schedx-cast-anchor: %s\n", schedx_last_error());
+                std::exit(1);
+            }
+        };
         auto run_schedx = [&](int s, bool amax) {
             const Args a = buf.args(s, m, k, amax);
             const schedx_status st = schedx_cast_transpose_fp8(
@@ -319,7 +323,7 @@ int main(int argc, char **argv) {
         // checked against the tests' independent encoder by schedx-explore).
         std::vector<uint8_t> want_rows(n), want_cols(n), got(n);
         unsigned want_amax = 0, got_amax = 0;
-        schedx_force_variant("cast_transpose", schedx_amax.c_str());
+        force(schedx_amax);
         run_schedx(0, true);
         CHECK(cudaDeviceSynchronize());
         b->download(want_rows.data(), buf.rows.at(0), n);
@@ -343,10 +347,10 @@ int main(int argc, char **argv) {
             std::fflush(stdout);
         };
         for (const std::string &v : schedx_variants) {
-            schedx_force_variant("cast_transpose", v.c_str());
+            force(v);
             row("schedx " + v, [&](int s) { run_schedx(s, false); }, nullptr);
         }
-        schedx_force_variant("cast_transpose", schedx_amax.c_str());
+        force(schedx_amax);
         row("schedx " + schedx_amax + " (+amax only)", [&](int s) { run_schedx(s, true); }, nullptr);
         for (const Kernel &kern : ks) {
             b->fill(buf.rows.at(1), 0xA5, n);

@@ -22,19 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench.h"
 #include "measure.h"
 #include "schedx/schedx.h"
 
 namespace {
-
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        cudaError_t e_ = (call);                                                                     \
-        if (e_ != cudaSuccess) {                                                                     \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                            \
-        }                                                                                            \
-    } while (0)
 
 struct Args {
     const uint4 *x;  // bf16 [m][k], k a multiple of the tile
@@ -266,15 +258,9 @@ int main(int argc, char **argv) {
     app.add_option("--schedx", schedx_variants, "schedx variants to time beside them")->delimiter(',');
     app.add_flag("--dirty-cache", dirty_cache, "time each launch alone after dirtying L2, as do_bench does");
     CLI11_PARSE(app, argc, argv);
-    std::string why;
-    const std::unique_ptr<explore::Backend> b = explore::make_cuda_backend(&why);
-    if (!b) {
-        std::fprintf(stderr, "schedx-cast-anchor: %s\n", why.c_str());
-        return 1;
-    }
-    int dev = 0, sms = 0;
-    CHECK(cudaGetDevice(&dev));
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const CudaBench bench = cuda_bench_or_exit("schedx-cast-anchor");
+    const std::unique_ptr<explore::Backend> &b = bench.backend;
+    const int sms = bench.sms;
     const explore::Timing timing{7, dirty_cache};
     const std::vector<Kernel> ks = kernels();
 

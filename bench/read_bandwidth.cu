@@ -18,18 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "cuda_bench.h"
 #include "measure.h"
 
 namespace {
-
-#define CHECK(call)                                                                                  \
-    do {                                                                                             \
-        cudaError_t e_ = (call);                                                                     \
-        if (e_ != cudaSuccess) {                                                                     \
-            std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                            \
-        }                                                                                            \
-    } while (0)
 
 // Each block reads one contiguous chunk of THREADS * U 16-byte vectors, every thread U of
 // them a block-width apart (coalesced), all U loads issued before any is used. The xor of
@@ -126,15 +118,10 @@ int main(int argc, char **argv) {
     app.add_option("mibs", mibs, "MiB to read, e.g. 16,56,64,1024")->delimiter(',')->check(CLI::Range(1, 1 << 20));
     app.add_flag("--dirty-cache", dirty_cache, "time each launch alone after dirtying L2, as do_bench does");
     CLI11_PARSE(app, argc, argv);
-    std::string why;
-    const std::unique_ptr<explore::Backend> b = explore::make_cuda_backend(&why);
-    if (!b) {
-        std::fprintf(stderr, "schedx-read-bandwidth: %s\n", why.c_str());
-        return 1;
-    }
-    int dev = 0, sms = 0, max_window = 0;
-    CHECK(cudaGetDevice(&dev));
-    CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    const CudaBench bench = cuda_bench_or_exit("schedx-read-bandwidth");
+    const std::unique_ptr<explore::Backend> &b = bench.backend;
+    const int dev = bench.device, sms = bench.sms;
+    int max_window = 0;
     CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, dev));
     const explore::Timing timing{7, dirty_cache};
     unsigned *sink = static_cast<unsigned *>(b->alloc(sizeof(unsigned)));

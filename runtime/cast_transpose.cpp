@@ -46,7 +46,16 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_address("scale_inv_address", c.scale_inv);
 }
 
-// Tiled variants take whole tiles (tile_rows x tile: M x K), 16-byte aligned pointers and rows (word I/O);
+// A tiled variant's tile in elements: tile_rows along M (square when absent) by tile along K.
+struct TileShape {
+    int64_t m, k;
+};
+TileShape tile_shape(const Variant &v) {
+    const int64_t k = v.param_int("tile", 64);
+    return {v.param_int("tile_rows", k), k};
+}
+
+// Tiled variants take whole tiles, 16-byte aligned pointers and rows (word I/O);
 // autoscheduled ones the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
@@ -55,8 +64,8 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
         return query.bounds_fit();
     }
     if (v.param("schedule") != "cuda_tiled") return true;
-    const int64_t tk = v.param_int("tile", 64), tm = v.param_int("tile_rows", tk);
-    return c.m % tm == 0 && c.k % tk == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
+    const TileShape t = tile_shape(v);
+    return c.m % t.m == 0 && c.k % t.k == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
            (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0)) &&
            (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0));
 }
@@ -143,7 +152,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     // workspace; the lock keeps another thread's call on this stream from reallocating it.
     std::unique_lock<std::mutex> workspace_lock;
     if (v->argument("amax_address")) {
-        const int64_t tk = v->param_int("tile", 64), tiles_x = k / tk, tiles_y = m / v->param_int("tile_rows", tk);
+        const TileShape t = tile_shape(*v);
+        const int64_t tiles_x = k / t.k, tiles_y = m / t.m;
         void *tiles = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
         if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;

@@ -283,6 +283,23 @@ class RegistrationTest(unittest.TestCase):
                 self.assertTrue(torch.equal(bits(got), bits(want)))
 
     @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
+    def test_reduce_overhead_equals_eager(self):
+        def f(x, s, w, sc):
+            rows, cols = ops.cast_transpose_fp8(x, s, torch.float8_e5m2)
+            return rows, cols, ops.w8_linear(x[:4] * 2, w, sc)
+
+        compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+        w = torch.randint(-128, 128, (64, 128), dtype=torch.int8, device="cuda")
+        sc = (torch.rand(64, device="cuda") / 32).to(torch.bfloat16)
+        s = torch.tensor([3.0], device="cuda")
+        for i in range(4):  # warm-up, recording, replays on new values
+            x = (torch.randn(32, 128, device="cuda") * (i + 1)).to(torch.bfloat16)
+            got, want = compiled(x, s, w, sc), f(x, s, w, sc)
+            for g_, w_ in zip(got, want):
+                self.assertEqual((g_.shape, g_.stride()), (w_.shape, w_.stride()))
+                self.assertTrue(torch.equal(bits(g_), bits(w_)))
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
     def test_cuda_graph_capture(self):
         x = (torch.randn(64, 128, device="cuda") * 10).to(torch.bfloat16)
         s = torch.tensor([2.0], device="cuda")

@@ -5,6 +5,8 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
+#   [torchops] [hostops] [train] [decode]  (the last three need torchao on PYTHONPATH for train;
+#   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   (default: the first five)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
@@ -94,6 +96,17 @@ for step in $steps; do
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/python_host_profile.py \
         > "$out/python_host_profile.md" 2>&1 || rc=1
       grep -A4 "^| function" "$out/python_host_profile.md" ;;
+    torchops)  # torch.ops.schedx and schedx.nn on CUDA and CPU tensors: opcheck, compile, CUDA graphs
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" \
+        timeout "${TORCHOPS_TIMEOUT:-240}" python3 tests/test_torch_ops.py -v > "$out/torch_ops_tests.log" 2>&1 || rc=1
+      tail -n 4 "$out/torch_ops_tests.log" ;;
+    hostops|train|decode)  # issue 28: host time per op call; float8 training step; int8 decode
+      script=$(case $step in hostops) echo op_host_cost.py;; train) echo float8_train_step.py;;
+                             decode) echo llama_decode.py;; esac)
+      (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
+         timeout "${BENCH_TIMEOUT:-400}" python3 "$script" --commit "$commit" --out "$out/$step.md" \
+         ${DECODE_ARGS:+$([ "$step" = decode ] && echo "$DECODE_ARGS")} > "$out/$step.log" 2>&1) || rc=1
+      tail -n 14 "$out/$step.md" 2>/dev/null || tail -n 5 "$out/$step.log" ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

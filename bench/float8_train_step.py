@@ -1,7 +1,7 @@
 """One float8 linear training step (forward + backward) with tensorwise scales, in one process.
 
 For each (M, K, N): x [M, K] bf16, W [N, K] bf16, grad_out [M, N]; one step is y = x @ W.T
-then y.backward(grad_out), timed by CUDA events (median of 15 steps after warm-up):
+then y.backward(grad_out), timed by CUDA events, every variant in turn for 7 rounds of 3 steps (medians):
   bf16             torch.nn.Linear, eager
   torchao          torchao.float8 Float8Linear (tensorwise, dynamic scaling), torch.compile
   math compiled    the same math in plain PyTorch (amax, scale, clamp + .to(), torch._scaled_mm), torch.compile
@@ -27,6 +27,7 @@ import schedx.nn as snn  # noqa: E402
 from compare_torch import environment, md_table  # noqa: E402
 
 SHAPES = [(16384, 4096, 14336), (16384, 14336, 4096), (8192, 8192, 8192)]
+ROUNDS = 7
 GEMM_KERNEL_WORDS = ("gemm", "xmma", "cutlass", "nvjet", "cublas", "sm90_", "ampere_", "wgmma")
 
 
@@ -68,8 +69,8 @@ def step_fn(module, x, grad):
     return step
 
 
-def time_step(step, n=15):
-    for _ in range(3):
+def time_step(step, n, warm):
+    for _ in range(warm):
         step()
     ts = []
     for _ in range(n):
@@ -82,8 +83,8 @@ def time_step(step, n=15):
     return statistics.median(ts)
 
 
-def cast_share_us(step, steps=3):
-    """GPU microseconds per step spent in kernels that are not GEMMs."""
+def kernel_time_us(step, steps=3):
+    """GPU microseconds per step in kernels that are not GEMMs, and in all kernels."""
     from torch.profiler import ProfilerActivity, profile
     step()
     torch.cuda.synchronize()
@@ -91,15 +92,16 @@ def cast_share_us(step, steps=3):
         for _ in range(steps):
             step()
         torch.cuda.synchronize()
-    other = 0.0
+    other = busy = 0.0
     for e in prof.key_averages():
         if e.device_type.name != "CUDA" and getattr(e, "self_device_time_total", 0) == 0:
             continue
         name = e.key.lower()
         t = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+        busy += t
         if not any(w in name for w in GEMM_KERNEL_WORDS):
             other += t
-    return other / steps
+    return other / steps, busy / steps
 
 
 def main():
@@ -139,48 +141,53 @@ def main():
 
         variants = [("bf16", "eager"), ("torchao", "compile"), ("math", "compile"), ("schedx", "eager"),
                     ("schedx", "compile"), ("schedx delayed", "eager"), ("schedx delayed", "compile")]
-        base = None
-        results = {}
+        steps, results, failed = {}, {}, []
         for kind, mode in variants:
             if kind == "torchao" and convert_to_float8_training is None:
                 continue
             label = f"{kind} ({mode})"
             try:
                 module = make(kind)
-                torch._dynamo.reset()
                 run = torch.compile(module) if mode == "compile" else module
                 step = step_fn(run, x, grad)
-                t = time_step(step)
-                casts = cast_share_us(step)
+                for _ in range(3):  # compile and warm up
+                    step()
+                x.grad = None
+                lin.weight.grad = None
+                out = run(x)
+                out.backward(grad)
+                results[label] = (out.detach(), x.grad.clone(), lin.weight.grad.clone())
+                steps[label] = step
             except Exception as e:  # noqa: BLE001  (a failed variant is a row, not the end of the run)
-                rows.append([shape, label, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}", "", "", ""])
-                print(rows[-1], flush=True)
-                continue
-            if kind == "bf16":
-                base = t
-            x.grad = None
-            lin.weight.grad = None
-            out = run(x)
-            out.backward(grad)
-            results[label] = (out.detach(), x.grad.clone(), lin.weight.grad.clone())
-            rows.append([shape, label, f"{t:.0f}", f"{casts:.0f} ({100 * casts / t:.0f}%)",
-                         f"{base / t:.2f}x" if base else "", ""])
+                failed.append([shape, label, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}",
+                               "", "", "", ""])
+                print(failed[-1], flush=True)
+        # Rounds in turn, so that every variant sees the same clocks and temperature.
+        times = {label: [] for label in steps}
+        for _ in range(ROUNDS):
+            for label, step in steps.items():
+                times[label].append(time_step(step, n=3, warm=0))
+        base = statistics.median(times["bf16 (eager)"])
+        anchor = statistics.median(times["torchao (compile)"]) if "torchao (compile)" in times else None
+        for label, step in steps.items():
+            t = statistics.median(times[label])
+            casts, busy = kernel_time_us(step)
+            rows.append([shape, label, f"{t:.0f}", f"{casts:.0f} ({100 * casts / t:.0f}%)", f"{busy:.0f}",
+                         f"{base / t:.2f}x", f"{anchor / t:.3f}x" if anchor else ""])
             print(rows[-1], flush=True)
+        rows += failed
         ref = results.get("torchao (compile)")
         for label, got in results.items():
             if ref is not None and label.startswith("schedx (") and label != "torchao (compile)":
                 same = [torch.equal(a, b) for a, b in zip(got, ref)]
                 exact.append([shape, label, *("yes" if s else "no" for s in same)])
-        ta = [r for r in rows if r[0] == shape and r[1] == "torchao (compile)" and r[2].isdigit()]
-        for r in rows:
-            if r[0] == shape and ta and r[2].isdigit():
-                r[5] = f"{float(ta[0][2]) / float(r[2]):.3f}x"
-    table = md_table(["M x K x N", "step", "us per step", "casts us (share)", "speed-up over bf16",
+    table = md_table(["M x K x N", "step", "us per step", "casts us (share)", "GPU busy us", "speed-up over bf16",
                       "speed-up over torchao"], rows)
     md = [f"# Float8 linear training step, tensorwise, {env['date'][:10]}", ""]
     md += [f"- {k}: {v}" for k, v in env.items()]
-    md += ["", "Forward + backward of one linear, CUDA events, median of 15 steps; casts = GPU time in kernels other "
-           "than the three GEMMs (torch profiler, 3 steps).", "", table, "",
+    md += ["", "Forward + backward of one linear, CUDA events; the variants timed in turn, 7 rounds of 3 steps, "
+           "medians; casts = GPU time in kernels other than the three GEMMs, GPU busy = in all kernels (torch "
+           "profiler, 3 steps).", "", table, "",
            "schedx against torchao's compiled Float8Linear, bit for bit:", "",
            md_table(["M x K x N", "schedx", "y", "grad x", "grad W"], exact), ""]
     text = "\n".join(md)

@@ -138,25 +138,39 @@ def read_time_us(nbytes):
     return statistics.median(ts)
 
 
-def decode_rate(model, batch, steps, max_seq):
+def decode_rate(model, batch, steps, profile=False):
+    """(steps per second, compile seconds, the profiled step's kernel table or None)."""
     step = torch.compile(model, mode="reduce-overhead", fullgraph=True)
     tokens = torch.randint(0, Config.vocab, (batch, 1), device="cuda")
+    # The position stays on the device and advances in place, as in gpt-fast's generate.py:
+    # a new host tensor per step would be a synchronising copy.
+    pos = torch.zeros(1, dtype=torch.long, device="cuda")
     t_compile = time.perf_counter()
     with torch.no_grad():
-        for i in range(3):  # compile, record the graph, replay
-            tokens = step(tokens, torch.tensor([i], device="cuda")).argmax(-1)
+        for _ in range(3):  # compile, record the graph, replay
+            tokens = step(tokens, pos).argmax(-1)
+            pos += 1
         torch.cuda.synchronize()
         t_compile = time.perf_counter() - t_compile
         rates = []
-        for rnd in range(3):
-            start = 3 + rnd * steps
+        for _ in range(3):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for i in range(start, start + steps):
-                tokens = step(tokens, torch.tensor([i % max_seq], device="cuda")).argmax(-1)
+            for _ in range(steps):
+                tokens = step(tokens, pos).argmax(-1)
+                pos += 1
             torch.cuda.synchronize()
             rates.append(steps / (time.perf_counter() - t0))
-    return statistics.median(rates), t_compile
+        table = None
+        if profile:
+            from torch.profiler import ProfilerActivity, profile as prof_ctx
+            with prof_ctx(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    tokens = step(tokens, pos).argmax(-1)
+                    pos += 1
+                torch.cuda.synchronize()
+            table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=12, max_name_column_width=70)
+    return statistics.median(rates), t_compile, table
 
 
 def main():
@@ -175,7 +189,7 @@ def main():
     env = environment(args)
     c = Config()
     max_seq = 3 + 3 * args.steps + 8
-    rows = []
+    rows, profiles = [], []
     batches = [int(b) for b in args.batches.split(",")]
     forms = args.forms.split(",")
     for batch in batches:
@@ -204,7 +218,9 @@ def main():
             if nbytes not in read_cache:
                 read_cache[nbytes] = read_time_us(nbytes)
             torch._dynamo.reset()
-            rate, t_compile = decode_rate(model, batch, args.steps, max_seq)
+            rate, t_compile, table = decode_rate(model, batch, args.steps, profile=batch == batches[0])
+            if table:
+                profiles.append(f"batch {batch}, {form}, 5 steps:\n\n```\n{table}\n```\n")
             res[form] = rate
             step_us = 1e6 / rate
             rows.append([batch, form, f"{rate * batch:.1f}", f"{rate:.1f}", f"{step_us:.0f}", f"{nbytes / 2**30:.2f}",
@@ -221,7 +237,8 @@ def main():
     md += [f"- {k}: {v}" for k, v in env.items()]
     md += ["", "Greedy decode from position 0 (short context: the KV cache read is small), one token per step per "
            "sequence, torch.compile(mode='reduce-overhead', fullgraph=True) with coordinate-descent tuning; "
-           "medians of 3 rounds of " + str(args.steps) + " steps, host loop included.", "", table, ""]
+           "medians of 3 rounds of " + str(args.steps) + " steps, host loop included.", "", table, "",
+           "GPU kernels of the first batch size (torch profiler):", ""] + profiles
     text = "\n".join(md)
     print(text)
     if args.out:

@@ -39,6 +39,9 @@ _lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> 
 _lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
 
 
+_lib_handle = _capi.lib
+
+
 def _fail(status, message):
     raise SchedxError(status, message)
 
@@ -206,7 +209,22 @@ def _w8_into(x, w, scales, bias, y):
 
 
 def w8_linear(x, w, scales, bias=None):
-    y = x.new_empty(x.shape[:-1] + (w.shape[0],))
+    n = w.shape[0]
+    y = x.new_empty(x.shape[:-1] + (n,))
+    # The common case checks only what the C ABI cannot see (K of w, the vectors' length
+    # and dtypes): each Python step here is host time on every decode step.
+    xs, ws = x.stride(), w.stride()
+    if (x.dim() == 2 and xs[1] == 1 and ws[1] == 1 and w.dtype == torch.int8 and w.shape[1] == x.shape[1] and
+            scales.shape == (n,) and scales.stride() == (1,) and bias is None and n > 0 and x.shape[0] > 0):
+        x_code, s_code = _X_CODES.get(x.dtype), _SCALE_CODES.get(scales.dtype)
+        if x_code is not None and x_code != _capi.FP32 and s_code is not None:
+            m, k = x.shape
+            cuda = x.is_cuda
+            _capi.check(_lib_handle().schedx_w8_linear(
+                x.data_ptr(), m, k, xs[0] if m > 1 else k, x_code, w.data_ptr(), n, ws[0] if n > 1 else k,
+                scales.data_ptr(), s_code, None, y.data_ptr(), n, int(cuda),
+                _current_stream(x.get_device()) if cuda else None))
+            return y
     _w8_into(x, w, scales, bias, y)
     return y
 

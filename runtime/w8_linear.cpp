@@ -293,7 +293,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
     const auto runnable = runnable_variants(
-        candidates, key, [&](const Variant &v) { return can_run(v, c); },
+        candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
         [&](const Variant &v) { return loses_untuned(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;

@@ -20,6 +20,8 @@ dest=${OUT:-gpu_out}
 out=$(mktemp -d)
 mkdir -p "$dest"
 export PATH=/usr/local/cuda/bin:$PATH
+# The PTX rewrite's CUDA test reads its stored modules from here, wherever the build was made.
+export SCHEDX_PTX_SAMPLES=$PWD/tests/data/ptx
 commit=${SCHEDX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 steps=${*:-tests sanitize explore hostcost torch}
 summary=()

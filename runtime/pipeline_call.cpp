@@ -119,6 +119,7 @@ schedx_status PipelineCall::run() {
         }
     }
     halide_message.clear();
+    if (variant_.device == Device::cuda) take_ptx_load_error();  // a reason left by an earlier load is not this call's
     const JitRegisterCap cap(variant_.jit_max_registers);
     int r = variant_.argv(argv.data());
     if (r != 0) {

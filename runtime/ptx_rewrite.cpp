@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <map>
 #include <vector>
 
 namespace schedx {
@@ -18,6 +19,10 @@ struct PtxFunction {
     int min_ptx;  // the .version it needs, times 10
     const char *body;
     bool evict_first;  // also marks the global load that produced $0 (see ptx_evict_first)
+    // 0..3 for the four parts of one mma (body: its opcode): calls of the same instruction
+    // with the same operands in one basic block become one mma, whose four results the
+    // calls read (Halide scalarizes vector-typed calls, so one result per call).
+    int mma_part = -1;
 };
 
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 d, a, b puts a's code in d's upper byte: the extern's
@@ -28,6 +33,14 @@ constexpr PtxFunction kFunctions[] = {
     {"schedx_ptx_cvt_e5m2x2", 2, 89, 81,
      ".reg .b16 %schedx_h;\ncvt.rn.satfinite.e5m2x2.f32 %schedx_h, $1, $0;\ncvt.u32.u16 $d, %schedx_h;", false},
     {"schedx_ptx_evict_first", 1, 80, 74, "mov.b32 $d, $0;", true},
+    // D = A * B + C for a warp's 16 x 8 x 16 tile: operands a0..a3 (A's row-major fragment,
+    // two bf16 / fp16 per word), b0, b1 (B's column-major fragment), c0..c3 (fp32 bits).
+#define SCHEDX_MMA_PARTS(name, opcode) \
+    {name "_d0", 10, 80, 70, opcode, false, 0}, {name "_d1", 10, 80, 70, opcode, false, 1}, \
+        {name "_d2", 10, 80, 70, opcode, false, 2}, {name "_d3", 10, 80, 70, opcode, false, 3}
+    SCHEDX_MMA_PARTS("schedx_ptx_mma_m16n8k16_bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+    SCHEDX_MMA_PARTS("schedx_ptx_mma_m16n8k16_f16", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"),
+#undef SCHEDX_MMA_PARTS
 };
 
 const PtxFunction *find_function(std::string_view name) {
@@ -134,6 +147,16 @@ struct CallBlock {
     const PtxFunction *fn;
     std::vector<std::string> operands;
     std::string result;
+    int mma_group = -1;        // mma parts: the function's mma whose result this call reads
+    bool opens_group = false;  // ... and this call issues it
+};
+
+// An mma issued in a function, which later calls of the same operands in its block reuse.
+struct MmaGroup {
+    const char *opcode;
+    std::vector<std::string> operands;
+    size_t last;  // last line of the latest call that reads it
+    int id;
 };
 
 struct Rewriter {
@@ -270,7 +293,51 @@ struct Rewriter {
         return true;
     }
 
+    // Whether lines (from, to) stay in one basic block and leave `regs` unwritten.
+    bool same_block_unwritten(size_t from, size_t to, const std::vector<std::string> &regs) {
+        for (size_t i = from + 1; i < to; i++) {
+            std::string_view line = trim(lines[i]);
+            if (!line.empty() && line[0] == '$') return false;  // a label
+            Instruction ins;
+            if (!parse_instruction(instruction_of(lines[i]), &ins)) continue;
+            if (starts_with(ins.opcode, "bra") || starts_with(ins.opcode, "ret") || starts_with(ins.opcode, "exit")) {
+                return false;
+            }
+            for (const std::string &r : regs) {
+                if (!r.empty() && r[0] == '%' && writes_register(ins, r)) return false;
+            }
+        }
+        return true;
+    }
+
+    static std::string mma_register(int group, int part) {
+        return "%schedx_mma" + std::to_string(4 * group + part);
+    }
+
+    std::vector<std::string> mma_lines(const CallBlock &b) {
+        std::vector<std::string> out{"\t{ // rewritten: " + std::string(b.fn->name + kPrefix.size())};
+        if (b.opens_group) {
+            // mma takes registers only: immediates go through scoped ones.
+            std::vector<std::string> ops = b.operands;
+            out.push_back("\t.reg .b32 %schedx_i<10>;");
+            for (size_t j = 0; j < ops.size(); j++) {
+                if (ops[j][0] == '%') continue;
+                out.push_back("\tmov.b32 %schedx_i" + std::to_string(j) + ", " + ops[j] + ";");
+                ops[j] = "%schedx_i" + std::to_string(j);
+            }
+            std::string d;
+            for (int part = 0; part < 4; part++) d += (part ? ", " : "") + mma_register(b.mma_group, part);
+            out.push_back("\t" + std::string(b.fn->body) + " {" + d + "}, {" + ops[0] + ", " + ops[1] + ", " + ops[2] +
+                          ", " + ops[3] + "}, {" + ops[4] + ", " + ops[5] + "}, {" + ops[6] + ", " + ops[7] + ", " +
+                          ops[8] + ", " + ops[9] + "};");
+        }
+        out.push_back("\tmov.b32 " + b.result + ", " + mma_register(b.mma_group, b.fn->mma_part) + ";");
+        out.push_back("\t}");
+        return out;
+    }
+
     std::vector<std::string> body_lines(const CallBlock &b) {
+        if (b.fn->mma_part >= 0) return mma_lines(b);
         std::vector<std::string> out{"\t{ // rewritten: " + std::string(b.fn->name + kPrefix.size())};
         std::string_view body = b.fn->body;
         while (!body.empty()) {
@@ -295,12 +362,17 @@ struct Rewriter {
     bool run() {
         // First the call blocks (marking the loads that evict_first names), then the copy.
         std::vector<CallBlock> blocks;
-        size_t function_begin = 0;
+        size_t function_begin = 0, function_brace = 0;
+        std::vector<MmaGroup> groups;             // the current function's
+        std::map<size_t, int> mma_registers;      // a function's opening brace line -> its mma count
         for (size_t i = 0; i < lines.size(); i++) {
             std::string_view line = trim(lines[i]);
             if (starts_with(line, ".visible .entry") || starts_with(line, ".entry") ||
                 starts_with(line, ".visible .func") || starts_with(line, ".func")) {
                 function_begin = i;
+                function_brace = i;
+                while (function_brace < lines.size() && lines[function_brace] != "{") function_brace++;
+                groups.clear();
             }
             if (!starts_with(line, "{ // callseq")) continue;
             CallBlock b;
@@ -311,6 +383,23 @@ struct Rewriter {
                 size_t function_end = i;
                 while (function_end < lines.size() && lines[function_end] != "}") function_end++;
                 if (!mark_evict_first(function_begin, function_end, b.operands[0])) return false;
+            }
+            if (b.fn->mma_part >= 0) {
+                if (function_brace >= lines.size()) return fail("an mma call outside a function body");
+                for (MmaGroup &g : groups) {
+                    if (g.opcode == b.fn->body && g.operands == b.operands &&
+                        same_block_unwritten(g.last, b.first, b.operands)) {
+                        b.mma_group = g.id;
+                        g.last = b.last;
+                        break;
+                    }
+                }
+                if (b.mma_group < 0) {
+                    b.mma_group = int(groups.size());
+                    b.opens_group = true;
+                    groups.push_back({b.fn->body, b.operands, b.last, b.mma_group});
+                    mma_registers[function_brace] = int(groups.size());
+                }
             }
             needed_sm = std::max(needed_sm, b.fn->min_sm);
             needed_ptx = std::max(needed_ptx, b.fn->min_ptx);
@@ -334,6 +423,10 @@ struct Rewriter {
                 continue;
             }
             out.push_back(std::move(lines[i]));
+            const auto mma = mma_registers.find(i);
+            if (mma != mma_registers.end()) {
+                out.push_back("\t.reg .b32 %schedx_mma<" + std::to_string(4 * mma->second) + ">;");
+            }
         }
         lines = std::move(out);
         return true;

@@ -119,8 +119,8 @@ TEST_CASE("module loads: rewritten where the device allows, refused with the rea
         CHECK(module == nullptr);
         CHECK(schedx::take_ptx_load_error().find("schedx_ptx_not_in_table") != std::string::npos);
     }
-    SUBCASE("fp8 pair conversions (sm_89) and evict-first loads (sm_80)") {
-        for (const char *name : {"cvt_pairs.ptx", "evict_first.ptx"}) {
+    SUBCASE("fp8 pair conversions (sm_89), evict-first loads and mma parts (sm_80)") {
+        for (const char *name : {"cvt_pairs.ptx", "evict_first.ptx", "mma_parts.ptx"}) {
             CAPTURE(name);
             void *module = nullptr;
             const std::string ptx = sample(name);

@@ -115,6 +115,46 @@ TEST_CASE("PTX rewrite: evict_first wraps the producing global load with an evic
     check_compiles(r.ptx, "evict_first.ptx");
 }
 
+// Halide scalarizes a vector-typed extern call, so an mma's four results are four calls
+// (parts d0..d3) with the same ten operands; the rewrite issues one mma per basic block.
+TEST_CASE("PTX rewrite: the four parts of an mma with the same operands become one mma.sync") {
+    const std::string ptx = sample("mma_parts.ptx");
+    SUBCASE("as generated: two blocks (whole tile, last tile), one mma each") {
+        const schedx::PtxRewrite r = schedx::rewrite_ptx_calls(ptx, 90);
+        REQUIRE_MESSAGE(r.ok, r.error);
+        CHECK(r.calls == 8);
+        CHECK(count(r.ptx, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2);
+        CHECK(count(r.ptx, "\t.reg .b32 %schedx_mma<8>;") == 1);
+        CHECK(count(r.ptx, "call") == 0);
+        CHECK(r.ptx.find("\n.target sm_86\n") != std::string::npos);  // mma m16n8k16 bf16: sm_80, PTX 7.0
+        // The first block: A from %r37..%r40, B from %r41, %r42, C from %r43..%r46.
+        CHECK(r.ptx.find("{%schedx_mma0, %schedx_mma1, %schedx_mma2, %schedx_mma3}, {%r37, %r38, %r39, %r40}, "
+                         "{%r41, %r42}, {%r43, %r44, %r45, %r46};") != std::string::npos);
+        check_compiles(r.ptx, "mma_parts.ptx");
+    }
+    SUBCASE("a part with other operands gets an mma of its own, an immediate through a register") {
+        std::string changed = ptx;
+        const std::string store = "st.param.b32 \t[param9], %r46;";
+        const size_t last = changed.rfind(store, changed.find("schedx_ptx_mma_m16n8k16_bf16_d0, ("));
+        REQUIRE(last != std::string::npos);
+        changed.replace(last, store.size(), "st.param.b32 \t[param9], 0f3F800000;");
+        const schedx::PtxRewrite r = schedx::rewrite_ptx_calls(changed, 90);
+        REQUIRE_MESSAGE(r.ok, r.error);
+        CHECK(count(r.ptx, "mma.sync.aligned") == 3);
+        CHECK(count(r.ptx, "mov.b32 %schedx_i9, 0f3F800000;") == 1);
+        check_compiles(r.ptx, "mma_parts.ptx with an immediate operand");
+    }
+    SUBCASE("a label between two parts: each block issues its own") {
+        std::string changed = ptx;
+        const size_t d2 = changed.rfind("{ // callseq", changed.find("schedx_ptx_mma_m16n8k16_bf16_d2, ("));
+        REQUIRE(d2 != std::string::npos);
+        changed.insert(d2, "$L__schedx_test:\n\t");
+        const schedx::PtxRewrite r = schedx::rewrite_ptx_calls(changed, 90);
+        REQUIRE_MESSAGE(r.ok, r.error);
+        CHECK(count(r.ptx, "mma.sync.aligned") == 3);
+    }
+}
+
 TEST_CASE("PTX rewrite: what it cannot do is an error, never a module with a call left") {
     SUBCASE("a function not in the table") {
         const schedx::PtxRewrite r = schedx::rewrite_ptx_calls(sample("unknown_call.ptx"), 90);
@@ -168,6 +208,8 @@ TEST_CASE("PTX rewrite: a module without schedx_ptx_ calls is left alone") {
     CHECK(schedx::ptx_function_min_sm("schedx_ptx_cvt_e4m3x2") == 89);
     CHECK(schedx::ptx_function_min_sm("schedx_ptx_cvt_e5m2x2") == 89);
     CHECK(schedx::ptx_function_min_sm("schedx_ptx_evict_first") == 80);
+    CHECK(schedx::ptx_function_min_sm("schedx_ptx_mma_m16n8k16_bf16_d3") == 80);
+    CHECK(schedx::ptx_function_min_sm("schedx_ptx_mma_m16n8k16_f16_d0") == 80);
     CHECK(schedx::ptx_function_min_sm("schedx_ptx_not_in_table") == 0);
     const schedx::PtxRewrite r = schedx::rewrite_ptx_calls(schedx::rewrite_ptx_calls(ptx, 90).ptx, 90);
     REQUIRE(r.ok);

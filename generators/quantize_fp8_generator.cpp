@@ -93,6 +93,8 @@ public:
     GeneratorParam<std::string> fp8{"fp8", "any"};
     // cpu | cuda_general (any shape) | cuda_tiled (whole 128 x 128 tiles, one per block)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
+    GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
+    GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
 
     Input<int> fp8_format{"fp8_format"};  // 0 e4m3fn, 1 e5m2
     Input<int> pow2_scales{"pow2_scales"};  // block recipes: round scales down to a power of two
@@ -119,10 +121,11 @@ public:
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
 
+        xraw(x, y) = (*input)(x, y);  // what the tiled kernels stage in shared memory
         if (in_type == ElemType::fp32) {
-            xbits(x, y) = reinterpret<uint32_t>((*input)(x, y));
+            xbits(x, y) = reinterpret<uint32_t>(xraw(x, y));
         } else {
-            xbits(x, y) = cast<uint32_t>((*input)(x, y));
+            xbits(x, y) = cast<uint32_t>(xraw(x, y));
         }
         value(x, y) = schedx::decode_to_float(xbits(x, y), in_type);
         // |x| as float bits: they order like the values. TE's fmaxf skips NaN (a NaN counts
@@ -143,8 +146,15 @@ public:
                                                         : rows_scale_for_q.scale(x / B, y), is_e5m2);
             (*rows)(x, y) = rows_q(x, y);
         }
+        // The tiled kernels compute each scale once per tile and share it between the codes
+        // and the scale arrays (block2d: cols is rows' codes transposed).
+        const bool tiled = sched.value() == "cuda_tiled";
         if (cols) {
-            cols_scale_for_q = make_scales("cols_q", false);
+            if (tiled && square && rows) {
+                cols_scale_for_q = rows_scale_for_q;
+            } else {
+                cols_scale_for_q = make_scales("cols_q", false);
+            }
             cols_q(x, y) = quantize(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
                                                         : cols_scale_for_q.scale(x, y / B), is_e5m2);
             (*cols)(y, x) = cols_q(x, y);  // block2d: the byte transpose of rows (same scales)
@@ -153,20 +163,28 @@ public:
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
         // padding (pad4 of the inner extent) written as 0; mx: the E8M0 bytes, no padding.
         Expr KB = (K + B - 1) / B, MB = (M + B - 1) / B;
-        if (rows) rows_scale_for_array = make_scales("rows_scale", true);
-        if (cols) cols_scale_for_array = make_scales("cols_scale", false);
+        if (rows) rows_scale_for_array = tiled ? rows_scale_for_q : make_scales("rows_scale", true);
+        if (cols) cols_scale_for_array = tiled ? cols_scale_for_q : make_scales("cols_scale", false);
         Func rs = rows_scale_for_array.scale, cs = cols_scale_for_array.scale;
+        // Each array's dimension along K is the Var x and along M the Var y, whatever its
+        // order, so that the tiled kernels can fuse its tile loops with rows' (loop names).
         if (recipe == Recipe::mx) {
             if (rows) (*rows_scale)(x, y) = cast<uint8_t>(rs(x, y));  // [M][KB]
-            if (cols) (*cols_scale)(x, y) = cast<uint8_t>(cs(y, x));  // [K][MB]
-        } else if (recipe == Recipe::block1d) {
-            // rows: [KB][pad4(M)], element [kb][m]; cols: [MB][pad4(K)], element [mb][k].
-            if (rows) (*rows_scale)(x, y) = scale_inv_or_zero(x < M, rs(y, min(x, M - 1)));
-            if (cols) (*cols_scale)(x, y) = scale_inv_or_zero(x < K, cs(min(x, K - 1), y));
+            if (cols) (*cols_scale)(y, x) = cast<uint8_t>(cs(x, y));  // [K][MB]
         } else {
-            // rows: [MB][pad4(KB)], element [mb][kb]; cols: [KB][pad4(MB)], element [kb][mb].
-            if (rows) (*rows_scale)(x, y) = scale_inv_or_zero(x < KB, rs(min(x, KB - 1), y));
-            if (cols) (*cols_scale)(x, y) = scale_inv_or_zero(x < MB, cs(y, min(x, MB - 1)));
+            // Padding entries (index >= n) are 0; `n - 1` clamps their (unused) scale lookup.
+            auto inv = [&](Expr i, Expr n, const std::function<Expr(Expr)> &scale_at) {
+                return tiled ? scale_inv_or_zero(Expr(true), scale_at(i)) : scale_inv_or_zero(i < n, scale_at(min(i, n - 1)));
+            };
+            if (recipe == Recipe::block1d) {
+                // rows: [KB][pad4(M)], element [kb][m]; cols: [MB][pad4(K)], element [mb][k].
+                if (rows) (*rows_scale)(y, x) = inv(y, M, [&](Expr m) { return rs(x, m); });
+                if (cols) (*cols_scale)(x, y) = inv(x, K, [&](Expr k) { return cs(k, y); });
+            } else {
+                // rows: [MB][pad4(KB)], element [mb][kb]; cols: [KB][pad4(MB)], element [kb][mb].
+                if (rows) (*rows_scale)(x, y) = inv(x, KB, [&](Expr kb) { return rs(kb, y); });
+                if (cols) (*cols_scale)(y, x) = inv(y, MB, [&](Expr mb) { return cs(x, mb); });
+            }
         }
 
         // ESTIMATES
@@ -188,6 +206,8 @@ public:
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
             schedule_cuda_general();
+        } else if (sched.value() == "cuda_tiled") {
+            schedule_cuda_tiled();
         } else {
             throw std::invalid_argument("unknown schedule " + sched.value());
         }
@@ -197,7 +217,7 @@ private:
     Var x{"x"}, y{"y"}, bx{"bx"}, by{"by"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
     Input<Buffer<>> *input = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr, *rows_scale = nullptr, *cols_scale = nullptr;
-    Func xbits{"xbits"}, value{"value"}, absx{"absx"};
+    Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     // A block maximum (|x| bits) and the block's scale (block recipes: fp32 scale bits;
     // mx: the E8M0 byte, in a uint32), with the reduction domain of the maximum.
@@ -213,20 +233,25 @@ private:
         const int B = recipe == Recipe::mx ? 32 : 128;
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         BlockScales b{Func(name + "_amax"), Func(name + "_scale"), RDom(), along_k};
+        // The tiled kernels see whole tiles only: unclamped coordinates keep their regions
+        // constant (clamps made Halide size thread loops by the matrix).
+        const bool whole = sched.value() == "cuda_tiled";
+        auto kc = [&](Expr e) { return whole ? e : min(e, K - 1); };
+        auto mc = [&](Expr e) { return whole ? e : min(e, M - 1); };
         if (recipe == Recipe::block2d) {
             b.r = RDom(0, B, 0, B, name + "_r");
             b.amax(bx, by) = u32(0);
-            b.amax(bx, by) = max(b.amax(bx, by), absx(min(bx * B + b.r.x, K - 1), min(by * B + b.r.y, M - 1)));
+            b.amax(bx, by) = max(b.amax(bx, by), absx(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
             b.scale(bx, by) = scale_bits_of(b.amax(bx, by));
         } else if (along_k) {
             b.r = RDom(0, B, name + "_r");
             b.amax(bx, y) = u32(0);
-            b.amax(bx, y) = max(b.amax(bx, y), absx(min(bx * B + b.r, K - 1), y));
+            b.amax(bx, y) = max(b.amax(bx, y), absx(kc(bx * B + b.r), y));
             b.scale(bx, y) = scale_bits_of(b.amax(bx, y));
         } else {
             b.r = RDom(0, B, name + "_r");
             b.amax(x, by) = u32(0);
-            b.amax(x, by) = max(b.amax(x, by), absx(x, min(by * B + b.r, M - 1)));
+            b.amax(x, by) = max(b.amax(x, by), absx(x, mc(by * B + b.r)));
             b.scale(x, by) = scale_bits_of(b.amax(x, by));
         }
         return b;
@@ -320,7 +345,7 @@ private:
             cols_q.compute_at(*cols, yo).vectorize(x, vec, TailStrategy::GuardWithIf);
         }
         for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
-            if (o) o->vectorize(x, 8, TailStrategy::GuardWithIf).parallel(y);
+            if (o) o->vectorize(o->args()[0], 8, TailStrategy::GuardWithIf).parallel(o->args()[1]);
         }
     }
 
@@ -361,13 +386,134 @@ private:
         }
         for (auto [o, b] : {std::pair{rows_scale, &rows_scale_for_array}, std::pair{cols_scale, &cols_scale_for_array}}) {
             if (!o) continue;
+            Var d0 = o->args()[0], d1 = o->args()[1];
             if (square) {
-                o->gpu_blocks(x, y);
-                scales_in_block(*b, *o, x);
+                o->gpu_blocks(d0, d1);
+                scales_in_block(*b, *o, d0);
             } else {
-                o->gpu_tile(x, y, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
+                o->gpu_tile(d0, d1, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
                 b->scale.compute_at(*o, xi);
                 b->amax.compute_at(*o, xi);
+            }
+        }
+    }
+
+    // One 128 x 128 tile per GPU block, x read once: the tile is staged in shared memory
+    // (16-bit inputs; rows padded by pad_elems against bank conflicts), each block scale of
+    // both orientations is reduced from it (a thread per row block, a thread per column
+    // block; block2d: 128 threads down the columns, then one thread), and rows, cols and
+    // both scale arrays are written by stages fused into the same blocks (compute_with).
+    // Codes are encoded once per output (twice per element). Whole tiles only: M and K
+    // multiples of 128 (block2d: 512, so that the scale arrays have no padding).
+    // Not yet run on a GPU (docs/quantize_fp8.md).
+    void schedule_cuda_tiled() {
+        if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
+        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
+        const bool square = recipe == Recipe::block2d;
+        const int whole = square ? 4 * T : T;
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        input->dim(0).set_min(0).set_extent((K / whole) * whole);
+        input->dim(1).set_min(0).set_extent((M / whole) * whole);
+        K = input->dim(0).extent();
+        M = input->dim(1).extent();
+        if (rows) {
+            rows->dim(0).set_min(0).set_extent(K);
+            rows->dim(1).set_min(0).set_extent(M);
+        }
+        if (cols) {
+            cols->dim(0).set_min(0).set_extent(M);
+            cols->dim(1).set_min(0).set_extent(K);
+        }
+        // Scale arrays (no padding at whole tiles): block1d [K/128][M], [M/128][K]; block2d
+        // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
+        Expr rs0 = recipe == Recipe::block1d ? M : K / B, rs1 = recipe == Recipe::block1d ? K / B : (square ? M / B : M);
+        Expr cs0 = recipe == Recipe::block1d ? K : M / B, cs1 = recipe == Recipe::block1d ? M / B : (square ? K / B : K);
+        if (rows) rows_scale->dim(0).set_min(0).set_extent(rs0).dim(1).set_min(0).set_extent(rs1);
+        if (cols) cols_scale->dim(0).set_min(0).set_extent(cs0).dim(1).set_min(0).set_extent(cs1);
+
+        // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns).
+        Func first = rows ? Func(*rows) : Func(*cols);
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, T, T, TailStrategy::RoundUp)
+                .split(xi, xt, xi, 4, TailStrategy::RoundUp)
+                .split(yi, yt, yi, R, TailStrategy::RoundUp)
+                .reorder(xi, yi, xt, yt, xo, yo)
+                .unroll(xi)
+                .unroll(yi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yt);
+        }
+        if (cols) {
+            cols->split(y, yo, yi, T, TailStrategy::RoundUp)
+                .split(x, xo, xi, T, TailStrategy::RoundUp)
+                .split(yi, yt, yi, 4, TailStrategy::RoundUp)
+                .split(xi, xt, xi, R, TailStrategy::RoundUp)
+                .reorder(yi, xi, yt, xt, xo, yo)
+                .unroll(yi)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(yt, xt);
+            if (rows) cols->compute_with(*rows, xo);
+        }
+        // Scale arrays: the block loops renamed xo (K tiles) and yo (M tiles) to fuse.
+        auto fuse_array = [&](Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
+            Var a("a"), b("b");
+            Var outer0 = dim0_along_k ? xo : yo, outer1 = dim0_along_k ? yo : xo;
+            o->split(o->args()[0], outer0, a, per_tile0, TailStrategy::RoundUp)
+                .split(o->args()[1], outer1, b, per_tile1, TailStrategy::RoundUp)
+                .reorder(a, b, xo, yo)
+                .gpu_blocks(xo, yo);
+            // A thread per entry along the tile's longer side (as 32 x n threads), the
+            // other side serial.
+            Var lo("lo"), hi("hi");
+            Var across = per_tile0 >= per_tile1 ? a : b, along = per_tile0 >= per_tile1 ? b : a;
+            const int n = std::max(per_tile0, per_tile1);
+            if (n > 32) {
+                o->split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi, xo, yo).gpu_threads(lo, hi);
+            } else {
+                o->reorder(along, across, xo, yo).gpu_threads(across);
+            }
+            o->unroll(along);
+            o->compute_with(first, xo);
+        };
+        if (recipe == Recipe::block1d) {
+            if (rows) fuse_array(rows_scale, false, T, 1);  // (m, kb)
+            if (cols) fuse_array(cols_scale, true, T, 1);   // (k, mb)
+        } else if (recipe == Recipe::mx) {
+            if (rows) fuse_array(rows_scale, true, T / B, T);   // (kb, m)
+            if (cols) fuse_array(cols_scale, false, T / B, T);  // (mb, k)
+        } else {
+            if (rows) fuse_array(rows_scale, true, 1, 1);   // (kb, mb)
+            if (cols) fuse_array(cols_scale, false, 1, 1);  // (mb, kb)
+        }
+
+        // The input tile, staged once: each thread loads 4 elements of R rows.
+        xraw.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, xt, x, 4, TailStrategy::RoundUp)
+            .split(y, yt, y, R, TailStrategy::RoundUp)
+            .reorder(x, y, xt, yt)
+            .unroll(x)
+            .unroll(y)
+            .gpu_threads(xt, yt);
+        if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
+        for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
+            if (!bs->scale.defined()) continue;
+            if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'
+            // The 128 reducing threads as 32 x 4, inside the 32 x (128 / R) grid of the
+            // other stages (a 128-wide stage would make every block 128 threads wide).
+            Var lo("lo"), hi("hi");
+            bs->scale.compute_at(first, xo).store_in(MemoryType::GPUShared);
+            if (square) {
+                Var t("t");
+                bs->amax.compute_at(first, xo);
+                Func per_lane = bs->amax.update().rfactor(bs->r.x, t);
+                per_lane.compute_at(first, xo).split(t, hi, lo, 32).gpu_threads(lo, hi);
+                per_lane.update().split(t, hi, lo, 32).gpu_threads(lo, hi);
+            } else {
+                Var across = bs->along_k ? y : x, along = bs->along_k ? bx : by;
+                bs->scale.split(across, hi, lo, 32).reorder(along, lo, hi).gpu_threads(lo, hi);
+                bs->amax.compute_at(bs->scale, along);
             }
         }
     }

@@ -66,10 +66,12 @@ void bind(PipelineCall &call, const QuantizeCall &c) {
     call.bind_matrix("cols_scale", c.cols_scale, c.cs.rows, c.cs.cols, c.cs.cols, c.scale_bytes);
 }
 
-// Tiled variants take whole 128 x 128 tiles; the general ones any shape.
+// Tiled variants take whole 128 x 128 tiles (block2d: M and K multiples of 512, so that
+// its scale arrays have no padding); the general ones any shape.
 bool can_run(const Variant &v, const QuantizeCall &c) {
     if (v.param("schedule") != "cuda_tiled") return true;
-    return c.m % 128 == 0 && c.k % 128 == 0;
+    const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
+    return c.m % whole == 0 && c.k % whole == 0;
 }
 
 schedx_status check_options(const schedx_quantize_fp8_options *o) {

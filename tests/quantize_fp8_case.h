@@ -1,0 +1,198 @@
+// One schedx_quantize_fp8 call on given input bits, checked element by element (codes,
+// scales, scale padding) against a reference written here from the recipes' definitions
+// in float arithmetic (TE's kernels and torchao's to_mx as they compute, not the
+// generator's integer emulation of them), with poisoned outputs, padded leading
+// dimensions and guard bytes. The `run` hook executes the call (CPU, or device copies).
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "reference.h"
+#include "test_util.h"
+
+namespace test {
+
+struct QuantizeCase {
+    int64_t m, k;
+    int64_t ldx = 0, ld_rows = 0, ld_cols = 0;  // 0: tight
+    schedx_dtype dtype = SCHEDX_BF16;
+    schedx_quantize_fp8_options opt{SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN, 1, 0.0f, SCHEDX_MX_FLOOR};
+    bool rows = true, cols = true;
+};
+
+struct QuantizeBuffers {
+    Guarded *x, *rows, *rows_scale, *cols, *cols_scale;
+};
+using QuantizeRunner = std::function<schedx_status(const QuantizeCase &, QuantizeBuffers &)>;
+
+inline schedx_status quantize_on_cpu(const QuantizeCase &c, QuantizeBuffers &b) {
+    return schedx_quantize_fp8(b.x->data(), c.m, c.k, c.ldx, c.dtype, &c.opt, c.rows ? b.rows->data() : nullptr,
+                               c.ld_rows, c.rows ? b.rows_scale->data() : nullptr, c.cols ? b.cols->data() : nullptr,
+                               c.ld_cols, c.cols ? b.cols_scale->data() : nullptr, SCHEDX_DEVICE_CPU, nullptr);
+}
+
+namespace qref {
+
+inline float decode(schedx_dtype t, uint32_t bits) {
+    switch (t) {
+    case SCHEDX_BF16: return ref::bf16_to_float(uint16_t(bits));
+    case SCHEDX_FP16: return ref::fp16_to_float(uint16_t(bits));
+    default: return ref::bits_to_float(bits);
+    }
+}
+
+inline float max_finite(schedx_dtype t) {
+    return t == SCHEDX_BF16 ? ref::bits_to_float(0x7F7F0000) : t == SCHEDX_FP16 ? 65504.0f : 3.40282347e38f;
+}
+
+// TE's compute_scale_from_amax as its kernels run it (IEEE float, no ftz).
+inline float te_scale(float amax, const schedx_quantize_fp8_options &o, schedx_dtype t) {
+    const float fp8_max = o.format == SCHEDX_E5M2 ? 57344.0f : 448.0f;
+    if (amax < o.epsilon) amax = o.epsilon;
+    if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
+    float s = fp8_max / amax;
+    if (std::isinf(s)) s = max_finite(t);
+    if (o.pow2_scales) s = ref::bits_to_float(ref::float_to_bits(s) & 0xFF800000u);
+    return s;
+}
+
+// torchao's E8M0 byte of a block (to_mx FLOOR, _to_mx_rceil RCEIL).
+inline uint8_t mx_byte(float amax, const schedx_quantize_fp8_options &o) {
+    if (!std::isfinite(amax)) return 255;
+    const bool e5 = o.format == SCHEDX_E5M2;
+    if (o.mx_mode == SCHEDX_MX_FLOOR) {
+        const int unbiased = int((ref::float_to_bits(amax) >> 23) & 0xFF) - 127 - (e5 ? 15 : 8);
+        return uint8_t(std::min(std::max(unbiased, -127), 128) + 127);
+    }
+    const float descale = amax * (1.0f / (e5 ? 57344.0f : 448.0f));
+    const uint32_t d = ref::float_to_bits(descale);
+    const uint32_t e = (d >> 23) & 0xFF, mant = d & 0x7FFFFF;
+    return uint8_t(e + (e == 0 ? (mant > 0x400000) : (mant != 0)));
+}
+
+}  // namespace qref
+
+// `bits(i, j)`: input element bits at row i, column j. "" on success, else the first
+// mismatch.
+inline std::string check_quantize(QuantizeCase c, const std::function<uint32_t(int64_t, int64_t)> &bits,
+                                  const QuantizeRunner &run = quantize_on_cpu) {
+    if (!c.ldx) c.ldx = c.k;
+    if (!c.ld_rows) c.ld_rows = c.k;
+    if (!c.ld_cols) c.ld_cols = c.m;
+    const schedx_quantize_fp8_options &o = c.opt;
+    const bool mx = o.recipe == SCHEDX_RECIPE_MXFP8, square = o.recipe == SCHEDX_RECIPE_BLOCK_128X128;
+    const int B = mx ? 32 : 128, eb = c.dtype == SCHEDX_FP32 ? 4 : 2, sb = mx ? 1 : 4;
+    int64_t rs_r, rs_c, cs_r, cs_c;
+    REQUIRE(schedx_quantize_fp8_scale_shape(o.recipe, c.m, c.k, 0, &rs_r, &rs_c) == SCHEDX_OK);
+    REQUIRE(schedx_quantize_fp8_scale_shape(o.recipe, c.m, c.k, 1, &cs_r, &cs_c) == SCHEDX_OK);
+    // Padding between rows of x holds NaN, which would show in the outputs if it were read.
+    Guarded x(size_t(c.m) * c.ldx * eb, 0), rows(size_t(c.m) * c.ld_rows), cols(size_t(c.k) * c.ld_cols),
+        rows_scale(size_t(rs_r * rs_c) * sb), cols_scale(size_t(cs_r * cs_c) * sb);
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t j = 0; j < c.ldx; j++) {
+            const uint32_t v = j < c.k ? bits(i, j) : (eb == 2 ? 0x7FC1u : 0x7FC00001u);
+            std::memcpy(x.data() + (size_t(i) * c.ldx + j) * eb, &v, eb);
+        }
+    }
+    QuantizeBuffers b{&x, &rows, &rows_scale, &cols, &cols_scale};
+    const schedx_status s = run(c, b);
+    std::ostringstream err;
+    if (s != SCHEDX_OK) {
+        err << "status " << s << ": " << schedx_last_error();
+        return err.str();
+    }
+    auto value = [&](int64_t i, int64_t j) { return qref::decode(c.dtype, bits(i, j)); };
+    // Block maxima: TE's skip NaN (fmaxf), torchao's propagate it.
+    auto block_amax = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+        float a = 0;
+        bool nan = false;
+        for (int64_t i = i0; i < std::min(i1, c.m); i++) {
+            for (int64_t j = j0; j < std::min(j1, c.k); j++) {
+                const float v = std::fabs(value(i, j));
+                nan |= std::isnan(v);
+                a = std::fmax(a, v);
+            }
+        }
+        return mx && nan ? NAN : a;
+    };
+    const ref::Fp8Table &t = o.format == SCHEDX_E5M2 ? ref::e5m2() : ref::e4m3fn();
+    // The code of x[i][j] in a block of maximum `amax`, and the block's scale entry.
+    auto code = [&](int64_t i, int64_t j, float amax) -> uint8_t {
+        if (!mx) return ref::encode(value(i, j) * qref::te_scale(amax, o, c.dtype), t);
+        const uint8_t byte = qref::mx_byte(amax, o);
+        if (byte == 255) return 0x7F;
+        return ref::encode(value(i, j) * std::ldexp(1.0f, 127 - int(byte)), t);
+    };
+    auto scale_entry = [&](float amax) -> uint32_t {
+        if (mx) return qref::mx_byte(amax, o);
+        return ref::float_to_bits(1.0f / qref::te_scale(amax, o, c.dtype));
+    };
+    auto scale_at = [&](Guarded &g, int64_t idx) -> uint32_t {
+        if (mx) return g.data()[idx];
+        return ref::float_to_bits(g.as<float>()[idx]);
+    };
+    const int64_t KB = (c.k + B - 1) / B, MB = (c.m + B - 1) / B;
+    // Expected scale arrays (padding 0), compared whole.
+    std::vector<uint32_t> want_rs(size_t(rs_r * rs_c), 0), want_cs(size_t(cs_r * cs_c), 0);
+    std::vector<float> row_amax(size_t(c.m * KB)), col_amax(size_t(c.k * MB));
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t kb = 0; kb < KB; kb++) {
+            const float a = square ? block_amax(i / B * B, i / B * B + B, kb * B, kb * B + B)
+                                   : block_amax(i, i + 1, kb * B, kb * B + B);
+            row_amax[size_t(i * KB + kb)] = a;
+            const int64_t at = mx ? i * rs_c + kb : square ? (i / B) * rs_c + kb : kb * rs_c + i;
+            want_rs[size_t(at)] = scale_entry(a);
+        }
+    }
+    for (int64_t j = 0; j < c.k; j++) {
+        for (int64_t mb = 0; mb < MB; mb++) {
+            const float a = square ? row_amax[size_t(mb * B * KB + j / B)] : block_amax(mb * B, mb * B + B, j, j + 1);
+            col_amax[size_t(j * MB + mb)] = a;
+            const int64_t at = mx ? j * cs_c + mb : square ? (j / B) * cs_c + mb : mb * cs_c + j;
+            want_cs[size_t(at)] = scale_entry(a);
+        }
+    }
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t j = 0; j < c.k; j++) {
+            const uint8_t want_r = code(i, j, row_amax[size_t(i * KB + j / B)]);
+            const uint8_t want_c = code(i, j, col_amax[size_t(j * MB + i / B)]);
+            const uint8_t got_r = c.rows ? rows.data()[i * c.ld_rows + j] : want_r;
+            const uint8_t got_c = c.cols ? cols.data()[j * c.ld_cols + i] : want_c;
+            if (got_r != want_r || got_c != want_c) {
+                err << "at (" << i << ", " << j << ") x bits 0x" << std::hex << bits(i, j) << ": rows want 0x"
+                    << int(want_r) << " got 0x" << int(got_r) << ", cols want 0x" << int(want_c) << " got 0x"
+                    << int(got_c);
+                return err.str();
+            }
+        }
+    }
+    for (auto [on, g, want, name] : {std::tuple{c.rows, &rows_scale, &want_rs, "rows_scale"},
+                                     std::tuple{c.cols, &cols_scale, &want_cs, "cols_scale"}}) {
+        for (size_t idx = 0; on && idx < want->size(); idx++) {
+            if (scale_at(*g, int64_t(idx)) != (*want)[idx]) {
+                err << name << "[" << idx << "]: want bits 0x" << std::hex << (*want)[idx] << " got 0x"
+                    << scale_at(*g, int64_t(idx));
+                return err.str();
+            }
+        }
+    }
+    // Row padding of the data outputs stays poisoned; unrequested outputs stay untouched.
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t j = c.rows ? c.k : 0; j < c.ld_rows; j++) {
+            if (rows.data()[i * c.ld_rows + j] != kPoison) return "rows written outside its rows";
+        }
+    }
+    for (int64_t j = 0; j < c.k; j++) {
+        for (int64_t i = c.cols ? c.m : 0; i < c.ld_cols; i++) {
+            if (cols.data()[j * c.ld_cols + i] != kPoison) return "cols written outside its rows";
+        }
+    }
+    for (Guarded *g : {&x, &rows, &cols, &rows_scale, &cols_scale}) {
+        if (!g->guards_intact()) return "guard bytes overwritten";
+    }
+    return "";
+}
+
+}  // namespace test

@@ -104,15 +104,17 @@ inline std::string check_quantize(QuantizeCase c, const std::function<uint32_t(i
         return err.str();
     }
     auto value = [&](int64_t i, int64_t j) { return qref::decode(c.dtype, bits(i, j)); };
-    // Block maxima: TE's skip NaN (fmaxf), torchao's propagate it.
+    // Block maxima: TE's skip NaN (fmaxf on the GPU), torchao's propagate it.
     auto block_amax = [&](int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
         float a = 0;
         bool nan = false;
         for (int64_t i = i0; i < std::min(i1, c.m); i++) {
             for (int64_t j = j0; j < std::min(j1, c.k); j++) {
+                // Every NaN skipped, signaling ones too (glibc's fmaxf returns NaN for those;
+                // the GPU's max.f32 that TE's fmaxf becomes does not).
                 const float v = std::fabs(value(i, j));
                 nan |= std::isnan(v);
-                a = std::fmax(a, v);
+                if (!std::isnan(v)) a = std::max(a, v);
             }
         }
         return mx && nan ? NAN : a;

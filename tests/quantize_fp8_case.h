@@ -9,7 +9,7 @@
 #include <functional>
 #include <sstream>
 
-#include "reference.h"
+#include "quantize_reference.h"
 #include "test_util.h"
 
 namespace test {
@@ -33,46 +33,6 @@ inline schedx_status quantize_on_cpu(const QuantizeCase &c, QuantizeBuffers &b) 
                                c.ld_cols, c.cols ? b.cols_scale->data() : nullptr, SCHEDX_DEVICE_CPU, nullptr);
 }
 
-namespace qref {
-
-inline float decode(schedx_dtype t, uint32_t bits) {
-    switch (t) {
-    case SCHEDX_BF16: return ref::bf16_to_float(uint16_t(bits));
-    case SCHEDX_FP16: return ref::fp16_to_float(uint16_t(bits));
-    default: return ref::bits_to_float(bits);
-    }
-}
-
-inline float max_finite(schedx_dtype t) {
-    return t == SCHEDX_BF16 ? ref::bits_to_float(0x7F7F0000) : t == SCHEDX_FP16 ? 65504.0f : 3.40282347e38f;
-}
-
-// TE's compute_scale_from_amax as its kernels run it (IEEE float, no ftz).
-inline float te_scale(float amax, const schedx_quantize_fp8_options &o, schedx_dtype t) {
-    const float fp8_max = o.format == SCHEDX_E5M2 ? 57344.0f : 448.0f;
-    if (amax < o.epsilon) amax = o.epsilon;
-    if (std::isinf(amax) || amax == 0.0f || std::isnan(amax)) return 1.0f;
-    float s = fp8_max / amax;
-    if (std::isinf(s)) s = max_finite(t);
-    if (o.pow2_scales) s = ref::bits_to_float(ref::float_to_bits(s) & 0xFF800000u);
-    return s;
-}
-
-// torchao's E8M0 byte of a block (to_mx FLOOR, _to_mx_rceil RCEIL).
-inline uint8_t mx_byte(float amax, const schedx_quantize_fp8_options &o) {
-    if (!std::isfinite(amax)) return 255;
-    const bool e5 = o.format == SCHEDX_E5M2;
-    if (o.mx_mode == SCHEDX_MX_FLOOR) {
-        const int unbiased = int((ref::float_to_bits(amax) >> 23) & 0xFF) - 127 - (e5 ? 15 : 8);
-        return uint8_t(std::min(std::max(unbiased, -127), 128) + 127);
-    }
-    const float descale = amax * (1.0f / (e5 ? 57344.0f : 448.0f));
-    const uint32_t d = ref::float_to_bits(descale);
-    const uint32_t e = (d >> 23) & 0xFF, mant = d & 0x7FFFFF;
-    return uint8_t(e + (e == 0 ? (mant > 0x400000) : (mant != 0)));
-}
-
-}  // namespace qref
 
 // `bits(i, j)`: input element bits at row i, column j. "" on success, else the first
 // mismatch.

@@ -58,7 +58,9 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
         struct Shape {
             int64_t m, k, ldx, ld_rows, ld_cols;
         };
+        // Tiled block2d takes multiples of 512 (its scale arrays then have no padding).
         std::vector<Shape> shapes{{256, 384, 0, 0, 0}, {384, 256, 400, 416, 400}};
+        if (tiled && r == SCHEDX_RECIPE_BLOCK_128X128) shapes = {{512, 1024, 0, 0, 0}, {1024, 512, 528, 520, 1040}};
         if (!tiled) shapes.insert(shapes.end(), {{130, 257, 0, 0, 0}, {33, 65, 70, 71, 35}, {1, 1, 0, 0, 0}});
         if (test::quick_run()) shapes.resize(tiled ? 1 : 3);
         std::vector<schedx_fp8_format> formats{SCHEDX_E4M3FN, SCHEDX_E5M2};
@@ -95,18 +97,10 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
 TEST_CASE("dispatch takes a tiled variant for whole tiles and the general one for ragged shapes") {
     for (auto [m, k, want] : {std::tuple{256, 256, "cuda_tiled"}, std::tuple{130, 256, "cuda_general"}}) {
         QuantizeCase c{m, k};
-        c.opt = {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN, 1, 0.0f, SCHEDX_MX_FLOOR};
         CAPTURE(m);
         CHECK(check_quantize(c, [](int64_t i, int64_t j) { return test::quantize_input_bits(SCHEDX_BF16, QuantizeInput::mixed, i, j); },
                              quantize_on_cuda) == "");
-        const bool any_tiled = !test::variant_infos("quantize_fp8", "cuda").empty() &&
-                               [] {
-                                   for (auto &i : test::variant_infos("quantize_fp8", "cuda")) {
-                                       if (test::params_of(i)["schedule"] == "cuda_tiled") return true;
-                                   }
-                                   return false;
-                               }();
-        if (any_tiled || std::string(want) == "cuda_general") CHECK(test::schedule_of_last("quantize_fp8") == want);
+        CHECK(test::schedule_of_last("quantize_fp8") == want);
     }
 }
 

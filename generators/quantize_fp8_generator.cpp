@@ -512,7 +512,10 @@ private:
                 per_lane.update().split(t, hi, lo, 32).gpu_threads(lo, hi);
             } else {
                 Var across = bs->along_k ? y : x, along = bs->along_k ? bx : by;
-                bs->scale.split(across, hi, lo, 32).reorder(along, lo, hi).gpu_threads(lo, hi);
+                bs->scale.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi).gpu_threads(lo, hi);
+                // Constant storage: the regions are one tile's, but Halide sized them by a host
+                // loop over all tiles (it cannot prove the fused stages' extents equal).
+                bs->scale.bound_storage(across, T).bound_storage(along, T / B);
                 bs->amax.compute_at(bs->scale, along);
             }
         }

@@ -31,7 +31,7 @@ using namespace Halide;
 using schedx::ElemType;
 using schedx::u32;
 
-enum class Recipe { block1d, block2d, mx };
+enum class Recipe { block1d, block2d, mx, axis };
 enum class Outputs { both, rows, cols };
 
 Expr u64(uint64_t v) { return cast<uint64_t>(Expr(v)); }
@@ -85,7 +85,7 @@ uint32_t max_finite_bits(ElemType t) {
 class QuantizeFp8 : public Generator<QuantizeFp8> {
 public:
     GeneratorParam<Recipe> recipe{"recipe", Recipe::block1d,
-                                  {{"block1d", Recipe::block1d}, {"block2d", Recipe::block2d}, {"mx", Recipe::mx}}};
+                                  {{"block1d", Recipe::block1d}, {"block2d", Recipe::block2d}, {"mx", Recipe::mx}, {"axis", Recipe::axis}}};
     GeneratorParam<ElemType> in_type{"in_type", ElemType::bf16, schedx::elem_type_names()};
     GeneratorParam<Outputs> outputs{"outputs", Outputs::both,
                                     {{"both", Outputs::both}, {"rows", Outputs::rows}, {"cols", Outputs::cols}}};
@@ -131,8 +131,15 @@ public:
         // |x| as float bits: they order like the values. TE's fmaxf skips NaN (a NaN counts
         // as 0); torchao's amax keeps it (NaN bits exceed inf's).
         Expr abs_bits = reinterpret<uint32_t>(value(x, y)) & u32(0x7FFFFFFF);
-        if (recipe != Recipe::mx) abs_bits = select(abs_bits > u32(0x7F800000), u32(0), abs_bits);
+        if (recipe == Recipe::block1d || recipe == Recipe::block2d) {
+            abs_bits = select(abs_bits > u32(0x7F800000), u32(0), abs_bits);
+        }
         absx(x, y) = abs_bits;
+
+        if (recipe == Recipe::axis) {
+            generate_axiswise(is_e5m2);
+            return;
+        }
 
         // Each consumer (rows' codes, cols' codes, each scale array) gets its own instance
         // of the block maxima and scales, so that each is computed where its consumer
@@ -219,6 +226,7 @@ private:
     Output<Buffer<>> *rows = nullptr, *cols = nullptr, *rows_scale = nullptr, *cols_scale = nullptr;
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
+    Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
     // A block maximum (|x| bits) and the block's scale (block recipes: fp32 scale bits;
     // mx: the E8M0 byte, in a uint32), with the reduction domain of the maximum.
     struct BlockScales {
@@ -255,6 +263,117 @@ private:
             b.scale(x, by) = scale_bits_of(b.amax(x, by));
         }
         return b;
+    }
+
+    // Axiswise (torchao's "rowwise" recipe): a scale per row for rows and per column for
+    // cols, torchao's amax_to_scale: fp32(fp8_max / max(fp64(amax), 1e-12)), amax propagating
+    // NaN (torch.amax), power-of-two scales rounded down. The scale arrays hold the scales
+    // themselves (torchao's Float8 tensors keep the scale, not its inverse): rows [M][1],
+    // cols [1][K]. The codes read them back from the outputs (no scratch); on the GPU the
+    // maxima are one kernel each, then each copy: x is read four times (docs/quantize_fp8.md).
+    void generate_axiswise(Expr is_e5m2) {
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        RDom rk(0, K, "rk"), rm(0, M, "rm");
+        if (rows) {
+            row_amax_axis(y) = u32(0);
+            row_amax_axis(y) = max(row_amax_axis(y), absx(rk, y));
+            (*rows_scale)(x, y) = reinterpret<float>(axis_scale_bits(row_amax_axis(y)));
+            rows_q(x, y) = axis_quantize(value(x, y), (*rows_scale)(0, y), is_e5m2);
+            (*rows)(x, y) = rows_q(x, y);
+        }
+        if (cols) {
+            col_amax_axis(x) = u32(0);
+            col_amax_axis(x) = max(col_amax_axis(x), absx(x, rm));
+            (*cols_scale)(x, y) = reinterpret<float>(axis_scale_bits(col_amax_axis(x)));
+            cols_q(x, y) = axis_quantize(value(x, y), (*cols_scale)(x, 0), is_e5m2);
+            (*cols)(y, x) = cols_q(x, y);
+        }
+
+        input->set_estimates({{0, 8192}, {0, 8192}});
+        fp8_format.set_estimate(0);
+        pow2_scales.set_estimate(1);
+        epsilon_bits.set_estimate(0);
+        mx_rceil.set_estimate(1);
+        if (rows) {
+            rows->set_estimates({{0, 8192}, {0, 8192}});
+            rows_scale->set_estimates({{0, 1}, {0, 8192}});
+        }
+        if (cols) {
+            cols->set_estimates({{0, 8192}, {0, 8192}});
+            cols_scale->set_estimates({{0, 8192}, {0, 1}});
+        }
+
+        if (using_autoscheduler()) return;
+        Var t("t");
+        RVar ro("ro"), ri("ri");
+        if (sched.value() == "cpu") {
+            if (rows) {
+                rows_scale->parallel(y);
+                row_amax_axis.compute_at(*rows_scale, y);
+                rows->tile(x, y, xo, yo, xi, yi, 64, 64, TailStrategy::GuardWithIf)
+                    .vectorize(xi, natural_vector_size<uint8_t>())
+                    .parallel(yo);
+            }
+            if (cols) {
+                // Column maxima row by row, in vector lanes across columns.
+                cols_scale->split(x, xo, xi, 256, TailStrategy::GuardWithIf).parallel(xo);
+                col_amax_axis.compute_at(*cols_scale, xo).vectorize(x, 8, TailStrategy::GuardWithIf);
+                col_amax_axis.update().reorder(x, rm).vectorize(x, 8, TailStrategy::GuardWithIf);
+                cols->tile(y, x, yo, xo, yi, xi, 64, 64, TailStrategy::GuardWithIf).parallel(xo);
+                cols_q.compute_at(*cols, yo).vectorize(x, natural_vector_size<uint8_t>(), TailStrategy::GuardWithIf);
+            }
+        } else if (sched.value() == "cuda_general") {
+            if (rows) {
+                // A GPU block per row: 256 threads stride along it, one thread their maxima.
+                rows_scale->gpu_blocks(y);
+                row_amax_axis.compute_at(*rows_scale, y);
+                Func per_lane = row_amax_axis.update().split(rk, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
+                per_lane.compute_at(*rows_scale, y).gpu_threads(t);
+                per_lane.update().gpu_threads(t);
+                rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf);
+            }
+            if (cols) {
+                // A thread per column, down the rows (coalesced across threads).
+                cols_scale->gpu_tile(x, y, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
+                col_amax_axis.compute_at(*cols_scale, xi);
+                Func tile_q = cols_q.in(*cols);
+                cols->tile(y, x, yo, xo, yi, xi, 32, 32, TailStrategy::GuardWithIf)
+                    .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                    .reorder(xi, yi, xt, yo, xo)
+                    .unroll(xi)
+                    .gpu_blocks(yo, xo)
+                    .gpu_threads(yi, xt);
+                tile_q.compute_at(*cols, yo)
+                    .store_in(MemoryType::GPUShared)
+                    .split(y, yt, y, 4, TailStrategy::GuardWithIf)
+                    .reorder(y, x, yt)
+                    .unroll(y)
+                    .gpu_threads(x, yt);
+            }
+        } else {
+            throw std::invalid_argument("recipe axis has cpu and cuda_general schedules only");
+        }
+    }
+
+    // torchao's amax_to_scale from amax bits (NaN propagated): fp64 quotient of exact
+    // operands, rounded to fp32 by integer code; power-of-two by masking the mantissa, which
+    // equals torchao's exp2(floor(log2(s))) except where its fp32 log2 rounds up to an
+    // integer (s within ~2^-21 relative below a power of two: amax of fp32 inputs only).
+    Expr axis_scale_bits(Expr amax) {
+        // The smallest float >= 1e-12: amax below it clamps to 1e-12 (a double).
+        const float e = float(1e-12), first = double(e) >= 1e-12 ? e : std::nextafter(e, 1.0f);
+        const uint32_t eps_bits = bits_of(first);
+        Expr fp8_max = select(fp8_format_is_e5m2(), Expr(57344.0), Expr(448.0));
+        Expr a = select(amax < u32(eps_bits), Expr(1e-12), double_of_normal(amax));
+        Expr q = float_bits_of_double(strict_float(fp8_max / a));
+        Expr s = select(amax > u32(0x7F800000), u32(0x7FC00000), amax == u32(0x7F800000), u32(0), q);
+        return select(pow2_scales != 0 && s < u32(0x7F800000), s & u32(0xFF800000), s);  // a NaN scale stays NaN
+    }
+
+    // fp8 of fp32(v * scale), torchao's order (NaN scale: NaN codes; scale 0: x * 0).
+    Expr axis_quantize(Expr v, Expr scale, Expr is_e5m2) {
+        Expr sb = reinterpret<uint32_t>(scale);
+        return select(sb > u32(0x7F800000), cast<uint8_t>(0x7F), schedx::encode_fp8(scaled(v, sb), is_e5m2));
     }
 
     // The block's scale from its amax bits: fp32 scale bits (block recipes) or the E8M0

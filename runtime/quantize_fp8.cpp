@@ -18,6 +18,7 @@ const char *recipe_name(schedx_fp8_recipe r) {
     case SCHEDX_RECIPE_BLOCK_1X128: return "block1d";
     case SCHEDX_RECIPE_BLOCK_128X128: return "block2d";
     case SCHEDX_RECIPE_MXFP8: return "mx";
+    case SCHEDX_RECIPE_AXISWISE: return "axis";
     default: return nullptr;
     }
 }
@@ -35,6 +36,8 @@ ScaleShape scale_shape(schedx_fp8_recipe r, int64_t m, int64_t k, bool columnwis
     case SCHEDX_RECIPE_BLOCK_128X128:
         return columnwise ? ScaleShape{ceil_div(k, 128), pad4(ceil_div(m, 128))}
                           : ScaleShape{ceil_div(m, 128), pad4(ceil_div(k, 128))};
+    case SCHEDX_RECIPE_AXISWISE:
+        return columnwise ? ScaleShape{1, k} : ScaleShape{m, 1};
     default:
         return columnwise ? ScaleShape{k, ceil_div(m, 32)} : ScaleShape{m, ceil_div(k, 32)};
     }

@@ -52,6 +52,15 @@ inline uint8_t mx_byte(float amax, const schedx_quantize_fp8_options &o) {
     return uint8_t(e + (e == 0 ? (mant > 0x400000) : (mant != 0)));
 }
 
+// torchao's amax_to_scale (fp64 quotient, fp32 result) and _round_scale_down_to_power_of_2.
+inline float axis_scale(float amax, const schedx_quantize_fp8_options &o) {
+    const double fp8_max = o.format == SCHEDX_E5M2 ? 57344.0 : 448.0;
+    const double a = std::isnan(amax) ? double(amax) : std::max(double(amax), 1e-12);
+    float s = float(fp8_max / a);
+    if (o.pow2_scales) s = std::exp2(std::floor(std::log2(s)));
+    return s;
+}
+
 }  // namespace qref
 
 }  // namespace test

@@ -40,6 +40,7 @@ schedx_status quantize_on_cuda(const QuantizeCase &c, QuantizeBuffers &b) {
 }
 
 schedx_fp8_recipe recipe_of(const std::string &p) {
+    if (p == "axis") return SCHEDX_RECIPE_AXISWISE;
     return p == "mx" ? SCHEDX_RECIPE_MXFP8 : p == "block2d" ? SCHEDX_RECIPE_BLOCK_128X128 : SCHEDX_RECIPE_BLOCK_1X128;
 }
 

@@ -14,7 +14,8 @@ using test::QuantizeInput;
 
 namespace {
 
-const schedx_fp8_recipe kRecipes[] = {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8};
+const schedx_fp8_recipe kRecipes[] = {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8,
+                                      SCHEDX_RECIPE_AXISWISE};
 const schedx_dtype kDtypes[] = {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32};
 const schedx_fp8_format kFormats[] = {SCHEDX_E4M3FN, SCHEDX_E5M2};
 
@@ -31,6 +32,8 @@ std::function<uint32_t(int64_t, int64_t)> input(schedx_dtype t, QuantizeInput ki
 // The option sets each recipe is checked under.
 std::vector<schedx_quantize_fp8_options> options_for(schedx_fp8_recipe r, schedx_fp8_format f) {
     if (r == SCHEDX_RECIPE_MXFP8) return {{r, f, 0, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_RCEIL}};
+    // torchao's rowwise default (power-of-two scales) and exact scales.
+    if (r == SCHEDX_RECIPE_AXISWISE) return {{r, f, 1, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_FLOOR}};
     // TE's default (pow2, epsilon 0), exact scales, and an epsilon that clamps small blocks.
     return {{r, f, 1, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0x1p-20f, SCHEDX_MX_FLOOR}};
 }
@@ -89,7 +92,10 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
             c.opt = options_for(r, SCHEDX_E4M3FN).front();
             CAPTURE(describe(c));
             CHECK(check_quantize(c, input(dt, QuantizeInput::specials)) == "");
-            const std::string recipe = r == SCHEDX_RECIPE_MXFP8 ? "mx" : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d" : "block2d";
+            const std::string recipe = r == SCHEDX_RECIPE_MXFP8      ? "mx"
+                                       : r == SCHEDX_RECIPE_AXISWISE ? "axis"
+                                       : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d"
+                                                                        : "block2d";
             const std::string type = dt == SCHEDX_BF16 ? "bf16" : dt == SCHEDX_FP16 ? "fp16" : "fp32";
             CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cpu");
             c.cols = false;
@@ -118,6 +124,9 @@ TEST_CASE("scale array shapes and padding") {
     // MXFP8 [M][ceil(K/32)] and [K][ceil(M/32)], no padding.
     CHECK(shape(SCHEDX_RECIPE_MXFP8, 130, 257, 0) == std::pair<int64_t, int64_t>{130, 9});
     CHECK(shape(SCHEDX_RECIPE_MXFP8, 130, 257, 1) == std::pair<int64_t, int64_t>{257, 5});
+    // Axiswise [M][1] and [1][K].
+    CHECK(shape(SCHEDX_RECIPE_AXISWISE, 130, 257, 0) == std::pair<int64_t, int64_t>{130, 1});
+    CHECK(shape(SCHEDX_RECIPE_AXISWISE, 130, 257, 1) == std::pair<int64_t, int64_t>{1, 257});
     CHECK(shape(SCHEDX_RECIPE_BLOCK_1X128, 0, 0, 0) == std::pair<int64_t, int64_t>{0, 0});
     // check_quantize compares every entry, padding included (0.0f): shapes whose padded
     // extents differ from the real ones.

@@ -139,6 +139,10 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
  *     cols [ceil(K/128)][pad4(ceil(M/128))] element [kb][mb].
  *   SCHEDX_RECIPE_MXFP8 (OCP MX v1.0): E8M0 scale bytes (255 = NaN) per 1 x 32 block of
  *     rows, [M][ceil(K/32)], and per 32 x 1 block of x for cols, [K][ceil(M/32)].
+ *   SCHEDX_RECIPE_AXISWISE (torchao's "rowwise" recipe): fp32 scales themselves (not
+ *     inverted), one per row of x for rows, [M][1], one per column of x for cols, [1][K];
+ *     scale = fp32(fp8_max / max(fp64(amax), 1e-12)), amax propagating NaN (a NaN scale
+ *     makes NaN codes), pow2_scales rounds down to a power of two; epsilon is not used.
  * pad4(n) rounds n up to a multiple of 4; padding entries are written as 0.0f. Blocks
  * at a ragged edge (M or K not a multiple of the block) hold the elements that exist.
  * Block recipes follow TE's kernels: scale = fp8_max / max(amax, epsilon) correctly
@@ -151,7 +155,8 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
 typedef SCHEDX_ENUM(schedx_fp8_recipe) {
     SCHEDX_RECIPE_BLOCK_1X128 = 0,
     SCHEDX_RECIPE_BLOCK_128X128 = 1,
-    SCHEDX_RECIPE_MXFP8 = 2
+    SCHEDX_RECIPE_MXFP8 = 2,
+    SCHEDX_RECIPE_AXISWISE = 3
 } schedx_fp8_recipe;
 
 typedef SCHEDX_ENUM(schedx_mx_scale_mode) { SCHEDX_MX_FLOOR = 0, SCHEDX_MX_RCEIL = 1 } schedx_mx_scale_mode;

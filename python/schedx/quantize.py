@@ -8,7 +8,7 @@ import ctypes
 from . import _capi
 from ._capi import SchedxError, Status
 
-RECIPES = {"block1x128": 0, "block128x128": 1, "mxfp8": 2}
+RECIPES = {"block1x128": 0, "block128x128": 1, "mxfp8": 2, "axiswise": 3}
 MX_MODES = {"floor": 0, "rceil": 1}
 
 
@@ -57,12 +57,14 @@ def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow
     any row stride) to fp8 with per-block scales.
 
     recipe: "block1x128" (TE Float8BlockScaling activations/gradients), "block128x128"
-    (weights) or "mxfp8". pow2_scales and epsilon: the block recipes' options (TE's
-    defaults: power-of-two scales, epsilon 0); mx_mode: "floor" (OCP) or "rceil".
+    (weights), "mxfp8" or "axiswise" (torchao's rowwise recipe: a scale per row for rows,
+    per column for cols). pow2_scales: power-of-two scales (TE's and torchao's defaults);
+    epsilon: the block recipes' amax floor (TE's default 0); mx_mode: "floor" (OCP) or "rceil".
 
     Returns (rows, rows_scale, cols, cols_scale): rows is [M, K] fp8; cols is [K, M] fp8
     (x transposed, each of its rows quantized along M); the scale arrays are float32
-    scale_inv (block recipes, TE's GEMM-ready layout, padding 0) or uint8 E8M0 bytes (mxfp8),
+    scale_inv (block recipes, TE's GEMM-ready layout, padding 0), uint8 E8M0 bytes (mxfp8)
+    or float32 scales (axiswise: [M, 1] and [1, K], not inverted, as torchao keeps them),
     shaped by scale_shape(). An orientation not asked for is None in both places.
     """
     from . import _Array, _empty, _named_dtype, _ptr as ptr_of, _stream

@@ -1,6 +1,6 @@
 // quantize_fp8 in schedx-explore: bf16 -> e4m3 with both orientations and their scale
 // arrays, per recipe (block1d and block2d with TE's default power-of-two scales, mx with
-// RCEIL), checked bit for bit against the tests' reference on every eighth 128-row band
+// RCEIL, axis with torchao's rowwise defaults), checked bit for bit against the tests' reference on every eighth 128-row band
 // and the last one (codes and scales of those rows, in both outputs).
 #include <algorithm>
 #include <cmath>
@@ -23,6 +23,7 @@ uint16_t input_bits(int set, size_t i) {
 
 schedx_quantize_fp8_options options_of(const std::string &config) {
     if (config == "mx") return {SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN, 0, 0.0f, SCHEDX_MX_RCEIL};
+    if (config == "axis") return {SCHEDX_RECIPE_AXISWISE, SCHEDX_E4M3FN, 1, 0.0f, SCHEDX_MX_FLOOR};
     return {config == "block2d" ? SCHEDX_RECIPE_BLOCK_128X128 : SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN, 1, 0.0f,
             SCHEDX_MX_FLOOR};
 }
@@ -96,6 +97,7 @@ public:
         };
         const int64_t bands = (m_ + 127) / 128, KB = (k_ + B - 1) / B;
         char msg[200];
+        if (o_.recipe == SCHEDX_RECIPE_AXISWISE) return check_axiswise(rows, cols, rs, cs, v, bands);
         for (int64_t band = 0; band < bands; band++) {
             if (band % 8 != 0 && band != bands - 1) continue;
             // Column blocks of this band (block1d: one per column; mx: four 32-row ones).
@@ -143,6 +145,53 @@ public:
     }
 
 private:
+    // Axiswise: every column's scale and each sampled band's rows, codes of both outputs.
+    template <typename V>
+    std::string check_axiswise(const std::vector<uint8_t> &rows, const std::vector<uint8_t> &cols,
+                               const std::vector<uint8_t> &rs, const std::vector<uint8_t> &cs, V v, int64_t bands) {
+        auto bits = [](const std::vector<uint8_t> &s, int64_t idx) {
+            uint32_t u;
+            std::memcpy(&u, s.data() + size_t(idx) * 4, 4);
+            return u;
+        };
+        std::vector<float> col_scale(static_cast<size_t>(k_));
+        std::vector<float> col_amax(static_cast<size_t>(k_), 0.0f);
+        for (int64_t i = 0; i < m_; i++) {
+            for (int64_t j = 0; j < k_; j++) col_amax[size_t(j)] = std::max(col_amax[size_t(j)], std::fabs(v(i, j)));
+        }
+        char msg[200];
+        for (int64_t j = 0; j < k_; j++) {
+            col_scale[size_t(j)] = test::qref::axis_scale(col_amax[size_t(j)], o_);
+            if (bits(cs, j) != ref::float_to_bits(col_scale[size_t(j)])) {
+                std::snprintf(msg, sizeof(msg), "cols scale %lld: want %g got bits 0x%x", (long long)j,
+                              col_scale[size_t(j)], bits(cs, j));
+                return msg;
+            }
+        }
+        for (int64_t band = 0; band < bands; band++) {
+            if (band % 8 != 0 && band != bands - 1) continue;
+            for (int64_t i = band * 128; i < std::min((band + 1) * 128, m_); i++) {
+                float a = 0;
+                for (int64_t j = 0; j < k_; j++) a = std::max(a, std::fabs(v(i, j)));
+                const float s = test::qref::axis_scale(a, o_);
+                if (bits(rs, i) != ref::float_to_bits(s)) {
+                    std::snprintf(msg, sizeof(msg), "rows scale %lld: want %g got bits 0x%x", (long long)i, s, bits(rs, i));
+                    return msg;
+                }
+                for (int64_t j = 0; j < k_; j++) {
+                    const uint8_t wr = ref::encode(v(i, j) * s, ref::e4m3fn()), gr = rows[size_t(i) * k_ + j];
+                    const uint8_t wc = ref::encode(v(i, j) * col_scale[size_t(j)], ref::e4m3fn()), gc = cols[size_t(j) * m_ + i];
+                    if (wr != gr || wc != gc) {
+                        std::snprintf(msg, sizeof(msg), "at (%lld, %lld): rows want 0x%02x got 0x%02x, cols want 0x%02x got 0x%02x",
+                                      (long long)i, (long long)j, wr, gr, wc, gc);
+                        return msg;
+                    }
+                }
+            }
+        }
+        return "";
+    }
+
     uint64_t rs_bytes() const { return uint64_t(rs_[0] * rs_[1]) * scale_bytes_; }
     uint64_t cs_bytes() const { return uint64_t(cs_[0] * cs_[1]) * scale_bytes_; }
 
@@ -162,7 +211,7 @@ const OpDriver &quantize_fp8_driver() {
     static const OpDriver d{
         "quantize_fp8",
         "MxK",
-        {"block1d", "block2d", "mx"},
+        {"block1d", "block2d", "mx", "axis"},
         {{128, 128}, {256, 256}, {1000, 1000}, {1024, 1024}},
         {{2048, 2048}, {4096, 4096}, {8192, 8192}, {4096, 14336}, {16384, 4096}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {

@@ -3,7 +3,8 @@
 //   cols = fp8(x * s_col)   [K, M] (x transposed), a scale per block along M
 // recipe block1d (TransformerEngine Float8BlockScaling, 1 x 128 blocks), block2d (128 x 128
 // blocks: one scale for both, cols is the byte transpose of rows), mx (OCP MXFP8: 1 x 32 and
-// 32 x 1 blocks, E8M0 scales). Layouts and rules: docs/quantize_fp8.md. x is [M, K]; K is
+// 32 x 1 blocks, E8M0 scales), axis (torchao's rowwise recipe: a scale per row of x for
+// rows, per column for cols). Layouts and rules: docs/quantize_fp8.md. x is [M, K]; K is
 // the contiguous dimension, called x here, M is called y. Blocks overhanging a ragged edge
 // reduce over the elements that exist.
 //
@@ -16,6 +17,9 @@
 //   (scale 0 there) and propagates NaN through torch.amax.
 // - mx follows torchao's to_mx (FLOOR) and _to_mx_rceil (RCEIL): amax propagates NaN; a NaN
 //   or inf amax gives scale byte 255 and NaN (0x7F) for every element of the block.
+// - axis follows torchao's amax_to_scale: NaN propagates into the scale (NaN codes), amax inf
+//   gives scale 0; power-of-two scales by masking (see axis_scale_bits for where torchao's
+//   exp2(floor(log2(s))) can differ).
 //
 // The GPU runs Halide's PTX with denormals flushed to zero, the references keep them (TE and
 // torch build without ftz). So every step whose result could depend on it is exact integer

@@ -72,6 +72,19 @@ class QuantizeTest(unittest.TestCase):
         np.testing.assert_array_equal(rs, want_s)
         np.testing.assert_array_equal(rows.view(np.uint8), want.view(np.uint8))
 
+    def test_axiswise(self):
+        """torchao's rowwise recipe: fp32(448 / max(fp64(amax), 1e-12)), power-of-two rounded."""
+        rows, rs, cols, cs = quantize_fp8(self.x, "axiswise")
+        amax_r = np.abs(self.x32).max(axis=1, keepdims=True).astype(np.float64)
+        s_r = (448.0 / np.maximum(amax_r, 1e-12)).astype(np.float32)
+        s_r = np.exp2(np.floor(np.log2(s_r))).astype(np.float32)
+        np.testing.assert_array_equal(rs, s_r)
+        np.testing.assert_array_equal(rows.view(np.uint8), (self.x32 * s_r).astype(E4M3).view(np.uint8))
+        amax_c = np.abs(self.x32).max(axis=0, keepdims=True).astype(np.float64)
+        s_c = np.exp2(np.floor(np.log2((448.0 / np.maximum(amax_c, 1e-12)).astype(np.float32)))).astype(np.float32)
+        np.testing.assert_array_equal(cs, s_c)
+        np.testing.assert_array_equal(cols.view(np.uint8), (self.x32 * s_c).T.astype(E4M3).view(np.uint8))
+
     def test_errors(self):
         with self.assertRaises(SchedxError):
             quantize_fp8(self.x, "block64")

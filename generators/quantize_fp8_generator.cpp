@@ -123,7 +123,7 @@ public:
         // THE ALGORITHM
         const int B = recipe == Recipe::mx ? 32 : 128;
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
-        Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
+        Expr is_e5m2 = fp8_format_is_e5m2();
 
         xraw(x, y) = (*input)(x, y);  // what the tiled kernels stage in shared memory
         if (in_type == ElemType::fp32) {

@@ -19,6 +19,10 @@ math(EXPR _last_op "${_n_ops} - 1")
 foreach (_i RANGE ${_last_op})
   string(JSON _op MEMBER "${_json}" operators ${_i})
   string(JSON _gen GET "${_json}" operators ${_op} generator)
+  string(JSON _gen_exe ERROR_VARIABLE _no_exe GET "${_json}" operators ${_op} generator_executable)
+  if (NOT _no_exe STREQUAL "NOTFOUND")
+    set(_gen_exe schedx_generators)
+  endif ()
   string(JSON _n LENGTH "${_json}" operators ${_op} variants)
   math(EXPR _last "${_n} - 1")
   foreach (_j RANGE ${_last})
@@ -84,7 +88,7 @@ foreach (_i RANGE ${_last_op})
       endif ()
     else ()
       set(_kernels ${_name})
-      add_halide_library(${_name} FROM schedx_generators
+      add_halide_library(${_name} FROM ${_gen_exe}
                          GENERATOR ${_gen}
                          TARGETS ${_target}
                          USE_RUNTIME schedx_halide_runtime

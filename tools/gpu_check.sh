@@ -7,6 +7,7 @@
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
 #   [torchops] [hostops] [train] [decode]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
+#   [quantize] [quantize_explore]
 #   (default: the first five)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
@@ -90,6 +91,19 @@ for step in $steps; do
         grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Stall" \
           "$out/ncu_${variant}_$shape.txt" | head -n 12
       done ;;
+    quantize)  # issue 32: quantize_fp8's CUDA tests (every variant bit for bit) and their memcheck
+      build/tests/schedx_cuda_quantize_tests > "$out/schedx_cuda_quantize_tests.log" 2>&1 || rc=1
+      tail -n 6 "$out/schedx_cuda_quantize_tests.log"
+      SCHEDX_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_quantize_tests > "$out/sanitizer_memcheck_schedx_cuda_quantize_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/sanitizer_memcheck_schedx_cuda_quantize_tests.log" ;;
+    quantize_explore)  # issue 32: every recipe at the issue's shapes, each shape against a copy
+      # of its own bytes timed in the same run (--copy-per-shape).
+      build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
+        --shapes ${QUANTIZE_SHAPES:-8192x8192,4096x14336,16384x4096} \
+        --csv "$out/explore_quantize_fp8.csv" --svg "$out/explore_quantize_fp8.svg" \
+        > "$out/explore_quantize_fp8.md" 2> "$out/explore_quantize_fp8.err" || rc=1
+      grep -E "^## |^\| +1 \||dispatch chose" "$out/explore_quantize_fp8.md" ;;
     kernels)  # large-M w8_linear split into kernels after do_bench's L2 flush, with do_bench's own time
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py --flush \
         ${KERNELS_SHAPES:-4096x14336x4096 1024x14336x4096} > "$out/torch_kernels_flush.md" 2>&1 || rc=1

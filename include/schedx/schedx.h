@@ -129,6 +129,60 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
  * kernel launched). */
 schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, float *amax,
                              schedx_device device, void *stream);
+/* fp8 quantization with per-block scales, both GEMM operands from one read of x
+ * (docs/quantize_fp8.md): x [M][ldx] (bf16, fp16 or fp32) becomes
+ *   rows[m][k]  = fp8(x[m][k] * s_row)    row-major, leading dim ld_rows >= K
+ *   cols[k][m]  = fp8(x[m][k] * s_col)    x transposed, leading dim ld_cols >= M
+ * with a scale per block; rows or cols may be NULL (not computed), not both, and each
+ * comes with its scale array (dense, shapes below, written whole, padding included):
+ *   SCHEDX_RECIPE_BLOCK_1X128 (TransformerEngine Float8BlockScaling, activations and
+ *     gradients): fp32 scale_inv; rows blocks are 1 x 128 along K: [ceil(K/128)][pad4(M)],
+ *     element [kb][m]; cols blocks are 128 consecutive m of a column: [ceil(M/128)][pad4(K)],
+ *     element [mb][k].
+ *   SCHEDX_RECIPE_BLOCK_128X128 (weights): fp32 scale_inv per 128 x 128 block, cols is
+ *     the byte transpose of rows; rows [ceil(M/128)][pad4(ceil(K/128))] element [mb][kb],
+ *     cols [ceil(K/128)][pad4(ceil(M/128))] element [kb][mb].
+ *   SCHEDX_RECIPE_MXFP8 (OCP MX v1.0): E8M0 scale bytes (255 = NaN) per 1 x 32 block of
+ *     rows, [M][ceil(K/32)], and per 32 x 1 block of x for cols, [K][ceil(M/32)].
+ *   SCHEDX_RECIPE_AXISWISE (torchao's "rowwise" recipe): fp32 scales themselves (not
+ *     inverted), one per row of x for rows, [M][1], one per column of x for cols, [1][K];
+ *     scale = fp32(fp8_max / max(fp64(amax), 1e-12)), amax propagating NaN (a NaN scale
+ *     makes NaN codes), pow2_scales rounds down to a power of two; epsilon is not used.
+ * pad4(n) rounds n up to a multiple of 4; padding entries are written as 0.0f. Blocks
+ * at a ragged edge (M or K not a multiple of the block) hold the elements that exist.
+ * Block recipes follow TE's kernels: scale = fp8_max / max(amax, epsilon) correctly
+ * rounded, amax ignoring NaN; amax 0, inf or NaN gives scale 1; an infinite quotient
+ * the input dtype's largest finite value; pow2_scales masks the mantissa off (TE's
+ * default for this recipe); scale_inv = 1 / scale correctly rounded. MXFP8 follows
+ * torchao: FLOOR (OCP) or RCEIL scales, a block holding NaN or inf gets byte 255 and NaN
+ * (0x7F) elements. Elements round to nearest even and saturate to +-fp8_max.
+ * Empty x (M or K zero) is valid and writes nothing. */
+typedef SCHEDX_ENUM(schedx_fp8_recipe) {
+    SCHEDX_RECIPE_BLOCK_1X128 = 0,
+    SCHEDX_RECIPE_BLOCK_128X128 = 1,
+    SCHEDX_RECIPE_MXFP8 = 2,
+    SCHEDX_RECIPE_AXISWISE = 3
+} schedx_fp8_recipe;
+
+typedef SCHEDX_ENUM(schedx_mx_scale_mode) { SCHEDX_MX_FLOOR = 0, SCHEDX_MX_RCEIL = 1 } schedx_mx_scale_mode;
+
+typedef struct schedx_quantize_fp8_options {
+    schedx_fp8_recipe recipe;
+    schedx_fp8_format format;
+    int pow2_scales;              /* block recipes: 0 or 1 */
+    float epsilon;                /* block recipes: finite, >= 0 (TE's default 0) */
+    schedx_mx_scale_mode mx_mode; /* MXFP8 only */
+} schedx_quantize_fp8_options;
+
+schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                                  const schedx_quantize_fp8_options *options, uint8_t *rows, int64_t ld_rows,
+                                  void *rows_scale, uint8_t *cols, int64_t ld_cols, void *cols_scale,
+                                  schedx_device device, void *stream);
+
+/* The shape [*n_rows][*n_cols] of the scale array of rows (columnwise 0) or cols
+ * (columnwise 1) that schedx_quantize_fp8 writes for an M x K input. */
+schedx_status schedx_quantize_fp8_scale_shape(schedx_fp8_recipe recipe, int64_t m, int64_t k, int columnwise,
+                                              int64_t *n_rows, int64_t *n_cols);
 
 /* Forces the variant of `op` ("cast_transpose", "w8_linear") by registry name for the
  * calls that follow in this process; NULL or "" returns to automatic dispatch. */

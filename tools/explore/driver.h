@@ -40,5 +40,6 @@ struct OpDriver {
 
 const OpDriver &cast_transpose_driver();
 const OpDriver &w8_linear_driver();
+const OpDriver &quantize_fp8_driver();
 
 }  // namespace explore

@@ -22,7 +22,7 @@ namespace explore {
 namespace {
 
 const std::vector<const OpDriver *> &drivers() {
-    static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver()};
+    static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver(), &quantize_fp8_driver()};
     return all;
 }
 
@@ -45,7 +45,7 @@ struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
     std::vector<std::string> shapes, variants;
     int repeats = 11;
-    bool list = false, all = false, dirty_cache = false;
+    bool list = false, all = false, dirty_cache = false, copy_per_shape = false;
 };
 
 std::vector<int64_t> parse_shape(const std::string &text, const OpDriver &d) {
@@ -200,7 +200,7 @@ int run(const Options &o) {
                     b->device() == SCHEDX_DEVICE_CUDA ? "L2" : "last-level");
     }
     double run_ceiling = 0;
-    if (b->device() == SCHEDX_DEVICE_CUDA) {
+    if (b->device() == SCHEDX_DEVICE_CUDA && !o.copy_per_shape) {
         std::fprintf(stderr, "measuring the device-to-device copy bandwidth\n");
         run_ceiling = copy_ceiling_gbps(*b, size_t(1) << 30, timing);
         std::printf("%s: device-to-device copy of 1 GiB: %.0f GB/s (read + write)\n", info.device_name.c_str(),
@@ -251,6 +251,9 @@ int main(int argc, char **argv) {
     app.add_option("--db", o.db, "tuning database (default: $SCHEDX_TUNING_DB, else ~/.cache/schedx/tuning.jsonl)");
     app.add_option("--csv", o.csv, "write every measurement to this CSV file");
     app.add_option("--svg", o.svg, "write a chart of percent-of-ceiling per variant per shape");
+    app.add_flag("--copy-per-shape", o.copy_per_shape,
+                 "CUDA: rank each shape against a copy of its own bytes (half the bytes moved each way), "
+                 "timed in the same run, instead of one 1 GiB copy");
     app.add_flag("--dirty-cache", o.dirty_cache,
                  "time each call alone after writing " + std::to_string(explore::kDirtyCacheFactor) +
                      "x the cache (L2 on the GPU), as triton's do_bench does, instead of back to back; the "

@@ -1,0 +1,668 @@
+// fp8 quantization with per-block scales, both GEMM orientations from one algorithm:
+//   rows = fp8(x * s_row)   row-major [M, K], a scale per block along K
+//   cols = fp8(x * s_col)   [K, M] (x transposed), a scale per block along M
+// recipe block1d (TransformerEngine Float8BlockScaling, 1 x 128 blocks), block2d (128 x 128
+// blocks: one scale for both, cols is the byte transpose of rows), mx (OCP MXFP8: 1 x 32 and
+// 32 x 1 blocks, E8M0 scales), axis (torchao's rowwise recipe: a scale per row of x for
+// rows, per column for cols). Layouts and rules: docs/quantize_fp8.md. x is [M, K]; K is
+// the contiguous dimension, called x here, M is called y. Blocks overhanging a ragged edge
+// reduce over the elements that exist.
+//
+// Where the references differ, each recipe follows one:
+// - block1d / block2d follow TE's kernels (quantize_transpose_{vector,square}_blockwise.cu,
+//   compute_scale_from_amax): amax by fmaxf, so NaN is ignored; amax = 0, inf or NaN gives
+//   scale 1; an amax below epsilon becomes epsilon; an infinite fp8_max / amax becomes the
+//   input dtype's largest finite value; power-of-two scales by masking the mantissa;
+//   scale_inv = 1 / scale correctly rounded. TE's Python reference differs at amax = inf
+//   (scale 0 there) and propagates NaN through torch.amax.
+// - mx follows torchao's to_mx (FLOOR) and _to_mx_rceil (RCEIL): amax propagates NaN; a NaN
+//   or inf amax gives scale byte 255 and NaN (0x7F) for every element of the block.
+// - axis follows torchao's amax_to_scale: NaN propagates into the scale (NaN codes), amax inf
+//   gives scale 0; power-of-two scales by masking (see axis_scale_bits for where torchao's
+//   exp2(floor(log2(s))) can differ).
+//
+// The GPU runs Halide's PTX with denormals flushed to zero, the references keep them (TE and
+// torch build without ftz). So every step whose result could depend on it is exact integer
+// arithmetic or takes no denormal operand: the amax is an integer maximum of |x|'s bits, the
+// divisions run in fp64 from exactly built operands and round to fp32 by integer code, and a
+// subnormal x is rebuilt 2^64 larger before it is scaled.
+#include "Halide.h"
+#include "numerics.h"
+
+namespace {
+
+using namespace Halide;
+using schedx::ElemType;
+using schedx::u32;
+
+enum class Recipe { block1d, block2d, mx, axis };
+enum class Outputs { both, rows, cols };
+
+Expr u64(uint64_t v) { return cast<uint64_t>(Expr(v)); }
+
+// Float bits of p * 2^e2, rounded to nearest even as IEEE fp32 rounds (subnormals kept,
+// overflow to inf). p: uint64 below 2^62; e2: int32. Integer only, so the GPU's ftz cannot
+// touch it.
+Expr float_bits_of(Expr p, Expr e2) {
+    p = cast<uint64_t>(p);
+    Expr msb = 63 - cast<int>(count_leading_zeros(p));
+    Expr last = max(msb + e2 - 23, -149);  // binary exponent of the result's last mantissa bit
+    Expr shift = last - e2;
+    Expr s = cast<uint64_t>(clamp(shift, 1, 63));
+    Expr q = p >> s, rem = p & ((u64(1) << s) - 1), half = u64(1) << (s - 1);
+    Expr rounded = q + select(rem > half || (rem == half && (q & 1) == 1), u64(1), u64(0));
+    Expr mant = select(shift > 0, rounded, p << cast<uint64_t>(clamp(-shift, 0, 63)));
+    Expr bits = (cast<uint64_t>(last + 149) << 23) + mant;
+    return select(p == 0, u32(0), cast<uint32_t>(min(bits, u64(0x7F800000))));
+}
+
+// The fp64 value of normal fp32 bits, built from the bits (a float-to-double conversion
+// would flush nothing here, but the operands are built exactly either way).
+Expr double_of_normal(Expr bits) {
+    return reinterpret<double>((cast<uint64_t>(bits) << 29) + (u64(1023 - 127) << 52));
+}
+
+// fp32 bits of a positive normal fp64 value, correctly rounded (a double quotient of fp32
+// operands rounds to fp32 without a double-rounding error: 53 >= 2 * 24 + 2).
+Expr float_bits_of_double(Expr d) {
+    Expr b = reinterpret<uint64_t>(d);
+    Expr e = cast<int>((b >> 52) & u64(0x7FF));
+    return float_bits_of((b & u64((uint64_t(1) << 52) - 1)) | u64(uint64_t(1) << 52), e - 1075);
+}
+
+uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+// The largest finite value of the input dtype (TE's value_for_inf).
+uint32_t max_finite_bits(ElemType t) {
+    switch (t) {
+    case ElemType::bf16: return 0x7F7F0000u;
+    case ElemType::fp16: return 0x477FE000u;  // 65504
+    case ElemType::fp32: return 0x7F7FFFFFu;
+    }
+    return 0;
+}
+
+class QuantizeFp8 : public Generator<QuantizeFp8> {
+public:
+    GeneratorParam<Recipe> recipe{"recipe", Recipe::block1d,
+                                  {{"block1d", Recipe::block1d}, {"block2d", Recipe::block2d}, {"mx", Recipe::mx}, {"axis", Recipe::axis}}};
+    GeneratorParam<ElemType> in_type{"in_type", ElemType::bf16, schedx::elem_type_names()};
+    GeneratorParam<Outputs> outputs{"outputs", Outputs::both,
+                                    {{"both", Outputs::both}, {"rows", Outputs::rows}, {"cols", Outputs::cols}}};
+    // any: format chosen by the fp8_format argument; e4m3 / e5m2: fixed.
+    GeneratorParam<std::string> fp8{"fp8", "any"};
+    // cpu | cuda_general (any shape) | cuda_tiled (whole 128 x 128 tiles, one per block)
+    GeneratorParam<std::string> sched{"schedule", "cpu"};
+    GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
+    GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
+
+    Input<int> fp8_format{"fp8_format"};  // 0 e4m3fn, 1 e5m2
+    Input<int> pow2_scales{"pow2_scales"};  // block recipes: round scales down to a power of two
+    Input<int> epsilon_bits{"epsilon_bits"};  // block recipes: fp32 bits of TE's epsilon (>= 0)
+    Input<int> mx_rceil{"mx_rceil"};  // mx: 0 FLOOR, 1 RCEIL
+
+    void configure() {
+        const Type t = in_type == ElemType::fp32 ? Float(32) : UInt(16);
+        input = add_input<Buffer<>>("input", t, 2);
+        const Type scale_t = recipe == Recipe::mx ? UInt(8) : Float(32);
+        if (outputs != Outputs::cols) {
+            rows = add_output<Buffer<>>("rows", UInt(8), 2);
+            rows_scale = add_output<Buffer<>>("rows_scale", scale_t, 2);
+        }
+        if (outputs != Outputs::rows) {
+            cols = add_output<Buffer<>>("cols", UInt(8), 2);
+            cols_scale = add_output<Buffer<>>("cols_scale", scale_t, 2);
+        }
+    }
+
+    void generate() {
+        // THE ALGORITHM
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        Expr is_e5m2 = fp8_format_is_e5m2();
+
+        xraw(x, y) = (*input)(x, y);  // what the tiled kernels stage in shared memory
+        if (in_type == ElemType::fp32) {
+            xbits(x, y) = reinterpret<uint32_t>(xraw(x, y));
+        } else {
+            xbits(x, y) = cast<uint32_t>(xraw(x, y));
+        }
+        value(x, y) = schedx::decode_to_float(xbits(x, y), in_type);
+        // |x| as float bits: they order like the values. TE's fmaxf skips NaN (a NaN counts
+        // as 0); torchao's amax keeps it (NaN bits exceed inf's).
+        Expr abs_bits = reinterpret<uint32_t>(value(x, y)) & u32(0x7FFFFFFF);
+        if (recipe == Recipe::block1d || recipe == Recipe::block2d) {
+            abs_bits = select(abs_bits > u32(0x7F800000), u32(0), abs_bits);
+        }
+        absx(x, y) = abs_bits;
+
+        if (recipe == Recipe::axis) {
+            generate_axiswise(is_e5m2);
+            return;
+        }
+
+        // Each consumer (rows' codes, cols' codes, each scale array) gets its own instance
+        // of the block maxima and scales, so that each is computed where its consumer
+        // needs it (inside that kernel's blocks on the GPU: nothing in global scratch).
+        // Row-oriented instances are indexed (block along K, m), column-oriented ones
+        // (k, block along M); block2d's are indexed by block (bx, by) in both.
+        const bool square = recipe == Recipe::block2d;
+        if (rows) {
+            rows_scale_for_q = make_scales("rows_q", true);
+            rows_q(x, y) = quantize(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
+                                                        : rows_scale_for_q.scale(x / B, y), is_e5m2);
+            (*rows)(x, y) = rows_q(x, y);
+        }
+        // The tiled kernels compute each scale once per tile and share it between the codes
+        // and the scale arrays (block2d: cols is rows' codes transposed).
+        const bool tiled = sched.value() == "cuda_tiled";
+        if (cols) {
+            if (tiled && square && rows) {
+                cols_scale_for_q = rows_scale_for_q;
+            } else {
+                cols_scale_for_q = make_scales("cols_q", false);
+            }
+            cols_q(x, y) = quantize(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
+                                                        : cols_scale_for_q.scale(x, y / B), is_e5m2);
+            (*cols)(y, x) = cols_q(x, y);  // block2d: the byte transpose of rows (same scales)
+        }
+
+        // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
+        // padding (pad4 of the inner extent) written as 0; mx: the E8M0 bytes, no padding.
+        Expr KB = (K + B - 1) / B, MB = (M + B - 1) / B;
+        if (rows) rows_scale_for_array = tiled ? rows_scale_for_q : make_scales("rows_scale", true);
+        if (cols) cols_scale_for_array = tiled ? cols_scale_for_q : make_scales("cols_scale", false);
+        Func rs = rows_scale_for_array.scale, cs = cols_scale_for_array.scale;
+        // Each array's dimension along K is the Var x and along M the Var y, whatever its
+        // order, so that the tiled kernels can fuse its tile loops with rows' (loop names).
+        if (recipe == Recipe::mx) {
+            if (rows) (*rows_scale)(x, y) = cast<uint8_t>(rs(x, y));  // [M][KB]
+            if (cols) (*cols_scale)(y, x) = cast<uint8_t>(cs(x, y));  // [K][MB]
+        } else {
+            // Padding entries (index >= n) are 0; `n - 1` clamps their (unused) scale lookup.
+            auto inv = [&](Expr i, Expr n, const std::function<Expr(Expr)> &scale_at) {
+                return tiled ? scale_inv_or_zero(Expr(true), scale_at(i)) : scale_inv_or_zero(i < n, scale_at(min(i, n - 1)));
+            };
+            if (recipe == Recipe::block1d) {
+                // rows: [KB][pad4(M)], element [kb][m]; cols: [MB][pad4(K)], element [mb][k].
+                if (rows) (*rows_scale)(y, x) = inv(y, M, [&](Expr m) { return rs(x, m); });
+                if (cols) (*cols_scale)(x, y) = inv(x, K, [&](Expr k) { return cs(k, y); });
+            } else {
+                // rows: [MB][pad4(KB)], element [mb][kb]; cols: [KB][pad4(MB)], element [kb][mb].
+                if (rows) (*rows_scale)(x, y) = inv(x, KB, [&](Expr kb) { return rs(kb, y); });
+                if (cols) (*cols_scale)(y, x) = inv(y, MB, [&](Expr mb) { return cs(x, mb); });
+            }
+        }
+
+        // ESTIMATES
+        input->set_estimates({{0, 8192}, {0, 8192}});
+        fp8_format.set_estimate(0);
+        pow2_scales.set_estimate(1);
+        epsilon_bits.set_estimate(0);
+        mx_rceil.set_estimate(1);
+        for (Output<Buffer<>> *o : {rows, cols}) {
+            if (o) o->set_estimates({{0, 8192}, {0, 8192}});
+        }
+        for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
+            if (o) o->set_estimates({{0, 8192}, {0, 64}});
+        }
+
+        // THE SCHEDULE
+        if (using_autoscheduler()) return;
+        if (sched.value() == "cpu") {
+            schedule_cpu();
+        } else if (sched.value() == "cuda_general") {
+            schedule_cuda_general();
+        } else if (sched.value() == "cuda_tiled") {
+            schedule_cuda_tiled();
+        } else {
+            throw std::invalid_argument("unknown schedule " + sched.value());
+        }
+    }
+
+private:
+    Var x{"x"}, y{"y"}, bx{"bx"}, by{"by"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
+    Input<Buffer<>> *input = nullptr;
+    Output<Buffer<>> *rows = nullptr, *cols = nullptr, *rows_scale = nullptr, *cols_scale = nullptr;
+    Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"};
+    Func rows_q{"rows_q"}, cols_q{"cols_q"};
+    Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
+    // A block maximum (|x| bits) and the block's scale (block recipes: fp32 scale bits;
+    // mx: the E8M0 byte, in a uint32), with the reduction domain of the maximum.
+    struct BlockScales {
+        Func amax, scale;
+        RDom r;
+        bool along_k;
+    };
+    BlockScales rows_scale_for_q, cols_scale_for_q, rows_scale_for_array, cols_scale_for_array;
+
+    // Clamped coordinates repeat an element of a ragged edge block (a max is unchanged).
+    BlockScales make_scales(const std::string &name, bool along_k) {
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        BlockScales b{Func(name + "_amax"), Func(name + "_scale"), RDom(), along_k};
+        // The tiled kernels see whole tiles only: unclamped coordinates keep their regions
+        // constant (clamps made Halide size thread loops by the matrix).
+        const bool whole = sched.value() == "cuda_tiled";
+        auto kc = [&](Expr e) { return whole ? e : min(e, K - 1); };
+        auto mc = [&](Expr e) { return whole ? e : min(e, M - 1); };
+        if (recipe == Recipe::block2d) {
+            b.r = RDom(0, B, 0, B, name + "_r");
+            b.amax(bx, by) = u32(0);
+            b.amax(bx, by) = max(b.amax(bx, by), absx(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
+            b.scale(bx, by) = scale_bits_of(b.amax(bx, by));
+        } else if (along_k) {
+            b.r = RDom(0, B, name + "_r");
+            b.amax(bx, y) = u32(0);
+            b.amax(bx, y) = max(b.amax(bx, y), absx(kc(bx * B + b.r), y));
+            b.scale(bx, y) = scale_bits_of(b.amax(bx, y));
+        } else {
+            b.r = RDom(0, B, name + "_r");
+            b.amax(x, by) = u32(0);
+            b.amax(x, by) = max(b.amax(x, by), absx(x, mc(by * B + b.r)));
+            b.scale(x, by) = scale_bits_of(b.amax(x, by));
+        }
+        return b;
+    }
+
+    // Axiswise (torchao's "rowwise" recipe): a scale per row for rows and per column for
+    // cols, torchao's amax_to_scale: fp32(fp8_max / max(fp64(amax), 1e-12)), amax propagating
+    // NaN (torch.amax), power-of-two scales rounded down. The scale arrays hold the scales
+    // themselves (torchao's Float8 tensors keep the scale, not its inverse): rows [M][1],
+    // cols [1][K]. The codes read them back from the outputs (no scratch); on the GPU the
+    // maxima are one kernel each, then each copy: x is read four times (docs/quantize_fp8.md).
+    void generate_axiswise(Expr is_e5m2) {
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        RDom rk(0, K, "rk"), rm(0, M, "rm");
+        if (rows) {
+            row_amax_axis(y) = u32(0);
+            row_amax_axis(y) = max(row_amax_axis(y), absx(rk, y));
+            (*rows_scale)(x, y) = reinterpret<float>(axis_scale_bits(row_amax_axis(y)));
+            rows_q(x, y) = axis_quantize(value(x, y), (*rows_scale)(0, y), is_e5m2);
+            (*rows)(x, y) = rows_q(x, y);
+        }
+        if (cols) {
+            col_amax_axis(x) = u32(0);
+            col_amax_axis(x) = max(col_amax_axis(x), absx(x, rm));
+            (*cols_scale)(x, y) = reinterpret<float>(axis_scale_bits(col_amax_axis(x)));
+            cols_q(x, y) = axis_quantize(value(x, y), (*cols_scale)(x, 0), is_e5m2);
+            (*cols)(y, x) = cols_q(x, y);
+        }
+
+        input->set_estimates({{0, 8192}, {0, 8192}});
+        fp8_format.set_estimate(0);
+        pow2_scales.set_estimate(1);
+        epsilon_bits.set_estimate(0);
+        mx_rceil.set_estimate(1);
+        if (rows) {
+            rows->set_estimates({{0, 8192}, {0, 8192}});
+            rows_scale->set_estimates({{0, 1}, {0, 8192}});
+        }
+        if (cols) {
+            cols->set_estimates({{0, 8192}, {0, 8192}});
+            cols_scale->set_estimates({{0, 8192}, {0, 1}});
+        }
+
+        if (using_autoscheduler()) return;
+        Var t("t");
+        RVar ro("ro"), ri("ri");
+        if (sched.value() == "cpu") {
+            if (rows) {
+                rows_scale->parallel(y);
+                row_amax_axis.compute_at(*rows_scale, y);
+                rows->tile(x, y, xo, yo, xi, yi, 64, 64, TailStrategy::GuardWithIf)
+                    .vectorize(xi, natural_vector_size<uint8_t>())
+                    .parallel(yo);
+            }
+            if (cols) {
+                // Column maxima row by row, in vector lanes across columns.
+                cols_scale->split(x, xo, xi, 256, TailStrategy::GuardWithIf).parallel(xo);
+                col_amax_axis.compute_at(*cols_scale, xo).vectorize(x, 8, TailStrategy::GuardWithIf);
+                col_amax_axis.update().reorder(x, rm).vectorize(x, 8, TailStrategy::GuardWithIf);
+                cols->tile(y, x, yo, xo, yi, xi, 64, 64, TailStrategy::GuardWithIf).parallel(xo);
+                cols_q.compute_at(*cols, yo).vectorize(x, natural_vector_size<uint8_t>(), TailStrategy::GuardWithIf);
+            }
+        } else if (sched.value() == "cuda_general") {
+            if (rows) {
+                // A GPU block per row: 256 threads stride along it, one thread their maxima.
+                rows_scale->gpu_blocks(y);
+                row_amax_axis.compute_at(*rows_scale, y);
+                Func per_lane = row_amax_axis.update().split(rk, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
+                per_lane.compute_at(*rows_scale, y).gpu_threads(t);
+                per_lane.update().gpu_threads(t);
+                rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf);
+            }
+            if (cols) {
+                // A thread per column, down the rows (coalesced across threads).
+                cols_scale->gpu_tile(x, y, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
+                col_amax_axis.compute_at(*cols_scale, xi);
+                Func tile_q = cols_q.in(*cols);
+                cols->tile(y, x, yo, xo, yi, xi, 32, 32, TailStrategy::GuardWithIf)
+                    .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                    .reorder(xi, yi, xt, yo, xo)
+                    .unroll(xi)
+                    .gpu_blocks(yo, xo)
+                    .gpu_threads(yi, xt);
+                tile_q.compute_at(*cols, yo)
+                    .store_in(MemoryType::GPUShared)
+                    .split(y, yt, y, 4, TailStrategy::GuardWithIf)
+                    .reorder(y, x, yt)
+                    .unroll(y)
+                    .gpu_threads(x, yt);
+            }
+        } else {
+            throw std::invalid_argument("recipe axis has cpu and cuda_general schedules only");
+        }
+    }
+
+    // torchao's amax_to_scale from amax bits (NaN propagated): fp64 quotient of exact
+    // operands, rounded to fp32 by integer code; power-of-two by masking the mantissa, which
+    // equals torchao's exp2(floor(log2(s))) except where its fp32 log2 rounds up to an
+    // integer (s within ~2^-21 relative below a power of two: amax of fp32 inputs only).
+    Expr axis_scale_bits(Expr amax) {
+        // The smallest float >= 1e-12: amax below it clamps to 1e-12 (a double).
+        const float e = float(1e-12), first = double(e) >= 1e-12 ? e : std::nextafter(e, 1.0f);
+        const uint32_t eps_bits = bits_of(first);
+        Expr fp8_max = select(fp8_format_is_e5m2(), Expr(57344.0), Expr(448.0));
+        Expr a = select(amax < u32(eps_bits), Expr(1e-12), double_of_normal(amax));
+        Expr q = float_bits_of_double(strict_float(fp8_max / a));
+        Expr s = select(amax > u32(0x7F800000), u32(0x7FC00000), amax == u32(0x7F800000), u32(0), q);
+        return select(pow2_scales != 0 && s < u32(0x7F800000), s & u32(0xFF800000), s);  // a NaN scale stays NaN
+    }
+
+    // fp8 of fp32(v * scale), torchao's order (NaN scale: NaN codes; scale 0: x * 0).
+    Expr axis_quantize(Expr v, Expr scale, Expr is_e5m2) {
+        Expr sb = reinterpret<uint32_t>(scale);
+        return select(sb > u32(0x7F800000), cast<uint8_t>(0x7F), schedx::encode_fp8(scaled(v, sb), is_e5m2));
+    }
+
+    // The block's scale from its amax bits: fp32 scale bits (block recipes) or the E8M0
+    // byte (mx).
+    Expr scale_bits_of(Expr amax) {
+        if (recipe == Recipe::mx) return mx_scale_byte(amax);
+        // TE's compute_scale_from_amax, in fp64 from exact operands (see the header).
+        Expr eps = cast<uint32_t>(epsilon_bits);
+        Expr a = select(amax < eps, eps, amax);
+        Expr fp8_max = select(fp8_format_is_e5m2(), Expr(57344.0), Expr(448.0));
+        Expr q = float_bits_of_double(strict_float(fp8_max / double_of_normal(a)));
+        // A subnormal amax leaves fp8_max / amax above FLT_MAX (its quotient is >= 2^134).
+        Expr vfi = u32(max_finite_bits(in_type));
+        Expr s = select(a == 0 || a >= u32(0x7F800000), u32(0x3F800000),
+                        a < u32(0x00800000) || q >= u32(0x7F800000), vfi, q);
+        return select(pow2_scales != 0, s & u32(0xFF800000), s);
+    }
+
+    Expr fp8_format_is_e5m2() {
+        return fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
+    }
+
+    // OCP MX v1.0 E8M0 scale of a 32-element block from its amax bits (NaN, inf -> 255).
+    Expr mx_scale_byte(Expr amax) {
+        Expr e5 = fp8_format_is_e5m2();
+        Expr biased = cast<int>(amax >> 23);  // 0 for zero and subnormal amax
+        // FLOOR (torchao to_mx): exponent(amax) - emax_elem, clamped at the E8M0 minimum.
+        Expr floor_byte = max(biased - select(e5, 15, 8), 0);
+        // RCEIL (torchao _to_mx_rceil, TE): descale = fp32(amax * fp32(1 / fp8_max)), then
+        // the E8M0 value at or above it; the product is formed exactly in integers and
+        // rounded as fp32 rounds (a subnormal descale included, which the GPU would flush).
+        const uint32_t c4 = bits_of(1.0f / 448.0f), c5 = bits_of(1.0f / 57344.0f);
+        Expr c = select(e5, u32(c5), u32(c4));
+        Expr amant = (amax & u32(0x7FFFFF)) | select(biased > 0, u32(0x800000), u32(0));
+        Expr cmant = (c & u32(0x7FFFFF)) | u32(0x800000);
+        Expr e2 = (max(biased, 1) - 150) + (cast<int>(c >> 23) - 150);
+        Expr d = float_bits_of(cast<uint64_t>(amant) * cast<uint64_t>(cmant), e2);
+        Expr dexp = cast<int>(d >> 23), dmant = d & u32(0x7FFFFF);
+        Expr up = select(dexp == 0, dmant > u32(0x400000), dmant != u32(0));
+        Expr rceil_byte = dexp + select(up, 1, 0);
+        Expr byte = select(mx_rceil != 0, rceil_byte, floor_byte);
+        return cast<uint32_t>(select(amax >= u32(0x7F800000), 255, byte));
+    }
+
+    // fp8 code of v times the block's scale.
+    Expr quantize(Expr v, Expr scale, Expr is_e5m2) {
+        if (recipe != Recipe::mx) return schedx::encode_fp8(scaled(v, scale), is_e5m2);
+        // E8M0 byte b multiplies by 2^(127 - b) (b <= 247 for any finite amax: normal).
+        Expr mult = (u32(254) - min(scale, u32(253))) << 23;
+        return select(scale == u32(255), cast<uint8_t>(0x7F), schedx::encode_fp8(scaled(v, mult), is_e5m2));
+    }
+
+    // fp32(v * s) as IEEE rounds it, s normal and positive (bits). A subnormal v (which the
+    // GPU would flush) is rebuilt exactly 2^64 larger from its integer mantissa, scaled,
+    // and brought back; where that result is itself subnormal it encodes as fp8 zero either way.
+    Expr scaled(Expr v, Expr s_bits) {
+        Expr s = reinterpret<float>(s_bits);
+        Expr u = reinterpret<uint32_t>(v);
+        Expr a = u & u32(0x7FFFFFFF);
+        Expr lifted = reinterpret<float>(reinterpret<uint32_t>(cast<float>(a) * 0x1p-85f) | (u & u32(0x80000000)));
+        return strict_float(select(a < u32(0x00800000), (lifted * s) * 0x1p-64f, v * s));
+    }
+
+    // 1 / scale correctly rounded (fp64 quotient rounded by integer code: a scale_inv may be
+    // subnormal, e.g. 1 / FLT_MAX), or 0 in the padding.
+    Expr scale_inv_or_zero(Expr in_range, Expr scale) {
+        Expr inv = float_bits_of_double(strict_float(Expr(1.0) / double_of_normal(scale)));
+        return reinterpret<float>(select(in_range, inv, u32(0)));
+    }
+
+    // CPU (the fallback without a GPU, and what CI tests): each instance of the block
+    // scales at root (rows of blocks in parallel), the outputs in 64 x 64 tiles.
+    void schedule_cpu() {
+        const int vec = natural_vector_size<uint8_t>();
+        for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q, &rows_scale_for_array, &cols_scale_for_array}) {
+            if (!b->scale.defined()) continue;
+            Var outer = b->scale.args()[1], inner = b->scale.args()[0];
+            b->scale.compute_root().parallel(outer);
+            b->amax.compute_at(b->scale, inner);
+        }
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, 64, 64, TailStrategy::GuardWithIf)
+                .vectorize(xi, vec)
+                .parallel(yo);
+        }
+        if (cols) {
+            cols->tile(y, x, yo, xo, yi, xi, 64, 64, TailStrategy::GuardWithIf).parallel(xo);
+            cols_q.compute_at(*cols, yo).vectorize(x, vec, TailStrategy::GuardWithIf);
+        }
+        for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
+            if (o) o->vectorize(o->args()[0], 8, TailStrategy::GuardWithIf).parallel(o->args()[1]);
+        }
+    }
+
+    // General CUDA path for any shape and leading dimension (element I/O, a kernel per
+    // output). Each kernel computes the block scales it needs inside its blocks: rows in
+    // 128 x 32 tiles (a thread per row of a block reduces it from L1), cols in 32 x 32
+    // tiles (128 x 32 for block2d) staged in shared memory, block2d's 128 x 128 maxima by
+    // 128 threads down its columns; the scale arrays a thread per entry (block2d: a GPU
+    // block per entry). Blocks overlapping several tiles are reduced once per tile. It
+    // exists for correctness on shapes the tiled kernels cannot take.
+    void schedule_cuda_general() {
+        const bool square = recipe == Recipe::block2d;
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, 128, 32, TailStrategy::GuardWithIf)
+                .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                .reorder(xi, xt, yi, xo, yo)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yi);
+            scales_in_block(rows_scale_for_q, *rows, xo);
+        }
+        if (cols) {
+            Func tile_q = cols_q.in(*cols);
+            const int TM = square ? 128 : 32;
+            cols->tile(y, x, yo, xo, yi, xi, TM, 32, TailStrategy::GuardWithIf)
+                .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+                .reorder(xi, yi, xt, yo, xo)
+                .unroll(xi)
+                .gpu_blocks(yo, xo)
+                .gpu_threads(yi, xt);
+            tile_q.compute_at(*cols, yo)
+                .store_in(MemoryType::GPUShared)
+                .split(y, yt, y, 4, TailStrategy::GuardWithIf)
+                .reorder(y, x, yt)
+                .unroll(y)
+                .gpu_threads(x, yt);
+            scales_in_block(cols_scale_for_q, *cols, yo);
+        }
+        for (auto [o, b] : {std::pair{rows_scale, &rows_scale_for_array}, std::pair{cols_scale, &cols_scale_for_array}}) {
+            if (!o) continue;
+            Var d0 = o->args()[0], d1 = o->args()[1];
+            if (square) {
+                o->gpu_blocks(d0, d1);
+                scales_in_block(*b, *o, d0);
+            } else {
+                o->gpu_tile(d0, d1, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
+                b->scale.compute_at(*o, xi);
+                b->amax.compute_at(*o, xi);
+            }
+        }
+    }
+
+    // One 128 x 128 tile per GPU block, x read once: the tile is staged in shared memory
+    // (16-bit inputs; rows padded by pad_elems against bank conflicts), each block scale of
+    // both orientations is reduced from it (a thread per row block, a thread per column
+    // block; block2d: 128 threads down the columns, then one thread), and rows, cols and
+    // both scale arrays are written by stages fused into the same blocks (compute_with).
+    // Codes are encoded once per output (twice per element). Whole tiles only: M and K
+    // multiples of 128 (block2d: 512, so that the scale arrays have no padding).
+    // Not yet run on a GPU (docs/quantize_fp8.md).
+    void schedule_cuda_tiled() {
+        if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
+        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
+        const bool square = recipe == Recipe::block2d;
+        const int whole = square ? 4 * T : T;
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        input->dim(0).set_min(0).set_extent((K / whole) * whole);
+        input->dim(1).set_min(0).set_extent((M / whole) * whole);
+        K = input->dim(0).extent();
+        M = input->dim(1).extent();
+        if (rows) {
+            rows->dim(0).set_min(0).set_extent(K);
+            rows->dim(1).set_min(0).set_extent(M);
+        }
+        if (cols) {
+            cols->dim(0).set_min(0).set_extent(M);
+            cols->dim(1).set_min(0).set_extent(K);
+        }
+        // Scale arrays (no padding at whole tiles): block1d [K/128][M], [M/128][K]; block2d
+        // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
+        Expr rs0 = recipe == Recipe::block1d ? M : K / B, rs1 = recipe == Recipe::block1d ? K / B : (square ? M / B : M);
+        Expr cs0 = recipe == Recipe::block1d ? K : M / B, cs1 = recipe == Recipe::block1d ? M / B : (square ? K / B : K);
+        if (rows) rows_scale->dim(0).set_min(0).set_extent(rs0).dim(1).set_min(0).set_extent(rs1);
+        if (cols) cols_scale->dim(0).set_min(0).set_extent(cs0).dim(1).set_min(0).set_extent(cs1);
+
+        // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns).
+        Func first = rows ? Func(*rows) : Func(*cols);
+        if (rows) {
+            rows->tile(x, y, xo, yo, xi, yi, T, T, TailStrategy::RoundUp)
+                .split(xi, xt, xi, 4, TailStrategy::RoundUp)
+                .split(yi, yt, yi, R, TailStrategy::RoundUp)
+                .reorder(xi, yi, xt, yt, xo, yo)
+                .unroll(xi)
+                .unroll(yi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yt);
+        }
+        if (cols) {
+            cols->split(y, yo, yi, T, TailStrategy::RoundUp)
+                .split(x, xo, xi, T, TailStrategy::RoundUp)
+                .split(yi, yt, yi, 4, TailStrategy::RoundUp)
+                .split(xi, xt, xi, R, TailStrategy::RoundUp)
+                .reorder(yi, xi, yt, xt, xo, yo)
+                .unroll(yi)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(yt, xt);
+            if (rows) cols->compute_with(*rows, xo);
+        }
+        // Scale arrays: the block loops renamed xo (K tiles) and yo (M tiles) to fuse.
+        auto fuse_array = [&](Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
+            Var a("a"), b("b");
+            Var outer0 = dim0_along_k ? xo : yo, outer1 = dim0_along_k ? yo : xo;
+            o->split(o->args()[0], outer0, a, per_tile0, TailStrategy::RoundUp)
+                .split(o->args()[1], outer1, b, per_tile1, TailStrategy::RoundUp)
+                .reorder(a, b, xo, yo)
+                .gpu_blocks(xo, yo);
+            // A thread per entry along the tile's longer side (as 32 x n threads), the
+            // other side serial.
+            Var lo("lo"), hi("hi");
+            Var across = per_tile0 >= per_tile1 ? a : b, along = per_tile0 >= per_tile1 ? b : a;
+            const int n = std::max(per_tile0, per_tile1);
+            if (n > 32) {
+                o->split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi, xo, yo).gpu_threads(lo, hi);
+            } else {
+                o->reorder(along, across, xo, yo).gpu_threads(across);
+            }
+            o->unroll(along);
+            o->compute_with(first, xo);
+        };
+        if (recipe == Recipe::block1d) {
+            if (rows) fuse_array(rows_scale, false, T, 1);  // (m, kb)
+            if (cols) fuse_array(cols_scale, true, T, 1);   // (k, mb)
+        } else if (recipe == Recipe::mx) {
+            if (rows) fuse_array(rows_scale, true, T / B, T);   // (kb, m)
+            if (cols) fuse_array(cols_scale, false, T / B, T);  // (mb, k)
+        } else {
+            if (rows) fuse_array(rows_scale, true, 1, 1);   // (kb, mb)
+            if (cols) fuse_array(cols_scale, false, 1, 1);  // (mb, kb)
+        }
+
+        // The input tile, staged once: each thread loads 4 elements of R rows.
+        xraw.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, xt, x, 4, TailStrategy::RoundUp)
+            .split(y, yt, y, R, TailStrategy::RoundUp)
+            .reorder(x, y, xt, yt)
+            .unroll(x)
+            .unroll(y)
+            .gpu_threads(xt, yt);
+        if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
+        for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
+            if (!bs->scale.defined()) continue;
+            if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'
+            // The 128 reducing threads as 32 x 4, inside the 32 x (128 / R) grid of the
+            // other stages (a 128-wide stage would make every block 128 threads wide).
+            Var lo("lo"), hi("hi");
+            bs->scale.compute_at(first, xo).store_in(MemoryType::GPUShared);
+            if (square) {
+                Var t("t");
+                bs->amax.compute_at(first, xo);
+                Func per_lane = bs->amax.update().rfactor(bs->r.x, t);
+                per_lane.compute_at(first, xo).split(t, hi, lo, 32).gpu_threads(lo, hi);
+                per_lane.update().split(t, hi, lo, 32).gpu_threads(lo, hi);
+            } else {
+                Var across = bs->along_k ? y : x, along = bs->along_k ? bx : by;
+                bs->scale.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi).gpu_threads(lo, hi);
+                // Constant storage: the regions are one tile's, but Halide sized them by a host
+                // loop over all tiles (it cannot prove the fused stages' extents equal).
+                bs->scale.bound_storage(across, T).bound_storage(along, T / B);
+                bs->amax.compute_at(bs->scale, along);
+            }
+        }
+    }
+
+    // A consumer's block scales inside its GPU block (loop `at`), in shared memory.
+    void scales_in_block(BlockScales &b, Func consumer, Var at) {
+        b.scale.compute_at(consumer, at).store_in(MemoryType::GPUShared);
+        if (recipe == Recipe::block2d) {
+            // 128 threads each reduce a column of the block; one thread their maxima.
+            Var t("t");
+            b.amax.compute_at(consumer, at);
+            Func per_lane = b.amax.update().rfactor(b.r.x, t);
+            per_lane.compute_at(consumer, at).gpu_threads(t);
+            per_lane.update().gpu_threads(t);
+        } else {
+            // A thread per block of the tile (its serial reduction reads through L1).
+            Var across = b.along_k ? y : x, along = b.along_k ? bx : by;
+            b.scale.reorder(along, across).gpu_threads(across);
+            b.amax.compute_at(b.scale, along);
+        }
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(QuantizeFp8, quantize_fp8)

@@ -1,0 +1,94 @@
+"""fp8 quantization with per-block scales (schedx_quantize_fp8, docs/quantize_fp8.md):
+TransformerEngine's blockwise 1x128 / 128x128 recipes and MXFP8, both GEMM operands from
+one read of x. Plain ctypes over the C ABI through _capi's loader.
+"""
+
+import ctypes
+
+from . import _capi
+from ._capi import SchedxError, Status
+
+RECIPES = {"block1x128": 0, "block128x128": 1, "mxfp8": 2, "axiswise": 3}
+MX_MODES = {"floor": 0, "rceil": 1}
+
+
+class QuantizeOptions(ctypes.Structure):
+    _fields_ = [
+        ("recipe", ctypes.c_int),
+        ("format", ctypes.c_int),
+        ("pow2_scales", ctypes.c_int),
+        ("epsilon", ctypes.c_float),
+        ("mx_mode", ctypes.c_int),
+    ]
+
+
+_i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
+QUANTIZE_ARGS = [_ptr, _i64, _i64, _i64, _int, ctypes.POINTER(QuantizeOptions), _ptr, _i64, _ptr, _ptr, _i64, _ptr,
+                 _int, _ptr]
+SCALE_SHAPE_ARGS = [_int, _i64, _i64, _int, ctypes.POINTER(_i64), ctypes.POINTER(_i64)]
+_declared = []
+
+
+def _lib():
+    lib = _capi.lib()
+    if not _declared:
+        lib.schedx_quantize_fp8.restype = _int
+        lib.schedx_quantize_fp8.argtypes = QUANTIZE_ARGS
+        lib.schedx_quantize_fp8_scale_shape.restype = _int
+        lib.schedx_quantize_fp8_scale_shape.argtypes = SCALE_SHAPE_ARGS
+        _declared.append(True)
+    return lib
+
+
+def scale_shape(recipe, m, k, columnwise):
+    """The shape of the scale array schedx_quantize_fp8 writes for rows (columnwise=False)
+    or cols (columnwise=True) of an [m, k] input."""
+    if recipe not in RECIPES:
+        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
+    r, c = _i64(), _i64()
+    _capi.check(_lib().schedx_quantize_fp8_scale_shape(RECIPES[recipe], m, k, int(bool(columnwise)), ctypes.byref(r),
+                                                       ctypes.byref(c)))
+    return r.value, c.value
+
+
+def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow2_scales=True, epsilon=0.0,
+                 mx_mode="rceil"):
+    """Quantizes a 2-D x (bf16, fp16 or fp32; torch tensor or numpy array, row-major with
+    any row stride) to fp8 with per-block scales.
+
+    recipe: "block1x128" (TE Float8BlockScaling activations/gradients), "block128x128"
+    (weights), "mxfp8" or "axiswise" (torchao's rowwise recipe: a scale per row for rows,
+    per column for cols). pow2_scales: power-of-two scales (TE's and torchao's defaults);
+    epsilon: the block recipes' amax floor (TE's default 0); mx_mode: "floor" (OCP) or "rceil".
+
+    Returns (rows, rows_scale, cols, cols_scale): rows is [M, K] fp8; cols is [K, M] fp8
+    (x transposed, each of its rows quantized along M); the scale arrays are float32
+    scale_inv (block recipes, TE's GEMM-ready layout, padding 0), uint8 E8M0 bytes (mxfp8)
+    or float32 scales (axiswise: [M, 1] and [1, K], not inverted, as torchao keeps them),
+    shaped by scale_shape(). An orientation not asked for is None in both places.
+    """
+    from . import _Array, _empty, _named_dtype, _ptr as ptr_of, _stream
+
+    if recipe not in RECIPES:
+        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
+    if fmt not in _capi.FP8_FORMATS:
+        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    if mx_mode not in MX_MODES:
+        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"mx_mode must be one of {sorted(MX_MODES)}, got {mx_mode!r}")
+    if not rows and not cols:
+        raise SchedxError(Status.ERR_NULL_POINTER, "rows and cols are both False: nothing to compute")
+    xa = _Array(x, "x")
+    m, k, ldx = xa.matrix("x")
+    if xa.dtype == _capi.INT8:
+        raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
+    fp8 = _named_dtype(xa, "float8_" + fmt)
+    scale_dtype = _named_dtype(xa, "uint8" if recipe == "mxfp8" else "float32")
+    out_rows = _empty(xa, (m, k), fp8) if rows else None
+    out_cols = _empty(xa, (k, m), fp8) if cols else None
+    rs = _empty(xa, scale_shape(recipe, m, k, False), scale_dtype) if rows else None
+    cs = _empty(xa, scale_shape(recipe, m, k, True), scale_dtype) if cols else None
+    opts = QuantizeOptions(RECIPES[recipe], _capi.FP8_FORMATS[fmt], int(bool(pow2_scales)), float(epsilon),
+                           MX_MODES[mx_mode])
+    _capi.check(_lib().schedx_quantize_fp8(xa.ptr, m, k, ldx, xa.dtype, ctypes.byref(opts), ptr_of(out_rows), k,
+                                           ptr_of(rs), ptr_of(out_cols), m, ptr_of(cs), xa.device, _stream(xa)))
+    return out_rows, rs, out_cols, cs

@@ -1,0 +1,196 @@
+// schedx_quantize_fp8: validation, variant eligibility and the call.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dispatch.h"
+#include "pipeline_call.h"
+#include "registry.h"
+#include "status.h"
+#include "validate.h"
+
+namespace schedx {
+namespace {
+
+const char *recipe_name(schedx_fp8_recipe r) {
+    switch (r) {
+    case SCHEDX_RECIPE_BLOCK_1X128: return "block1d";
+    case SCHEDX_RECIPE_BLOCK_128X128: return "block2d";
+    case SCHEDX_RECIPE_MXFP8: return "mx";
+    case SCHEDX_RECIPE_AXISWISE: return "axis";
+    default: return nullptr;
+    }
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t pad4(int64_t n) { return ceil_div(n, 4) * 4; }
+
+struct ScaleShape {
+    int64_t rows, cols;
+};
+ScaleShape scale_shape(schedx_fp8_recipe r, int64_t m, int64_t k, bool columnwise) {
+    switch (r) {
+    case SCHEDX_RECIPE_BLOCK_1X128:
+        return columnwise ? ScaleShape{ceil_div(m, 128), pad4(k)} : ScaleShape{ceil_div(k, 128), pad4(m)};
+    case SCHEDX_RECIPE_BLOCK_128X128:
+        return columnwise ? ScaleShape{ceil_div(k, 128), pad4(ceil_div(m, 128))}
+                          : ScaleShape{ceil_div(m, 128), pad4(ceil_div(k, 128))};
+    case SCHEDX_RECIPE_AXISWISE:
+        return columnwise ? ScaleShape{1, k} : ScaleShape{m, 1};
+    default:
+        return columnwise ? ScaleShape{k, ceil_div(m, 32)} : ScaleShape{m, ceil_div(k, 32)};
+    }
+}
+
+struct QuantizeCall {
+    const void *x;
+    int64_t m, k, ldx;
+    int elem_bytes;
+    schedx_quantize_fp8_options opt;
+    uint8_t *rows, *cols;
+    int64_t ld_rows, ld_cols;
+    void *rows_scale, *cols_scale;
+    ScaleShape rs, cs;
+    int scale_bytes;
+};
+
+void bind(PipelineCall &call, const QuantizeCall &c) {
+    call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
+    call.bind_int("fp8_format", c.opt.format);
+    call.bind_int("pow2_scales", c.opt.pow2_scales);
+    int32_t eps_bits;
+    std::memcpy(&eps_bits, &c.opt.epsilon, 4);
+    call.bind_int("epsilon_bits", eps_bits);
+    call.bind_int("mx_rceil", c.opt.mx_mode == SCHEDX_MX_RCEIL);
+    call.bind_matrix("rows", c.rows, c.m, c.k, c.ld_rows, 1);
+    call.bind_matrix("cols", c.cols, c.k, c.m, c.ld_cols, 1);
+    call.bind_matrix("rows_scale", c.rows_scale, c.rs.rows, c.rs.cols, c.rs.cols, c.scale_bytes);
+    call.bind_matrix("cols_scale", c.cols_scale, c.cs.rows, c.cs.cols, c.cs.cols, c.scale_bytes);
+}
+
+// Tiled variants take whole 128 x 128 tiles (block2d: M and K multiples of 512, so that
+// its scale arrays have no padding); the general ones any shape.
+bool can_run(const Variant &v, const QuantizeCall &c) {
+    if (v.param("schedule") != "cuda_tiled") return true;
+    const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
+    return c.m % whole == 0 && c.k % whole == 0;
+}
+
+schedx_status check_options(const schedx_quantize_fp8_options *o) {
+    schedx_status s;
+    if ((s = check_not_null("options", o))) return s;
+    if (!recipe_name(o->recipe)) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                    "options->recipe " + std::to_string(static_cast<int>(o->recipe)) + " is not a schedx_fp8_recipe");
+    }
+    if (o->format != SCHEDX_E4M3FN && o->format != SCHEDX_E5M2) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                    "options->format " + std::to_string(static_cast<int>(o->format)) + " is not e4m3fn or e5m2");
+    }
+    if (o->recipe == SCHEDX_RECIPE_MXFP8) {
+        if (o->mx_mode != SCHEDX_MX_FLOOR && o->mx_mode != SCHEDX_MX_RCEIL) {
+            return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->mx_mode " +
+                                                           std::to_string(static_cast<int>(o->mx_mode)) +
+                                                           " is not SCHEDX_MX_FLOOR or SCHEDX_MX_RCEIL");
+        }
+    } else {
+        if (o->pow2_scales != 0 && o->pow2_scales != 1) {
+            return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                        "options->pow2_scales must be 0 or 1, got " + std::to_string(o->pow2_scales));
+        }
+        if (!(std::isfinite(o->epsilon) && o->epsilon >= 0.0f) || std::signbit(o->epsilon)) {
+            return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                        "options->epsilon must be finite and >= +0, got " + std::to_string(o->epsilon));
+        }
+    }
+    return SCHEDX_OK;
+}
+
+}  // namespace
+}  // namespace schedx
+
+extern "C" schedx_status schedx_quantize_fp8_scale_shape(schedx_fp8_recipe recipe, int64_t m, int64_t k,
+                                                         int columnwise, int64_t *n_rows, int64_t *n_cols) {
+    using namespace schedx;
+    clear_error();
+    schedx_status s;
+    if ((s = check_not_null("n_rows", n_rows)) || (s = check_not_null("n_cols", n_cols))) return s;
+    if (!recipe_name(recipe)) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_FORMAT,
+                    "recipe " + std::to_string(static_cast<int>(recipe)) + " is not a schedx_fp8_recipe");
+    }
+    if (m < 0 || k < 0) return fail(SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0");
+    const ScaleShape sh = scale_shape(recipe, m, k, columnwise != 0);
+    *n_rows = sh.rows;
+    *n_cols = sh.cols;
+    return SCHEDX_OK;
+}
+
+extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                                             const schedx_quantize_fp8_options *options, uint8_t *rows,
+                                             int64_t ld_rows, void *rows_scale, uint8_t *cols, int64_t ld_cols,
+                                             void *cols_scale, schedx_device device, void *stream) {
+    using namespace schedx;
+    clear_error();
+    Device dev;
+    schedx_status s;
+    if ((s = check_device(device, &dev)) || (s = check_options(options))) return s;
+    if (m < 0 || k < 0) {
+        return fail(SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0, got " + std::to_string(m) + " and " + std::to_string(k));
+    }
+    if (!rows && !cols) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
+    if (rows && !rows_scale) return fail(SCHEDX_ERR_NULL_POINTER, "rows is given without rows_scale");
+    if (cols && !cols_scale) return fail(SCHEDX_ERR_NULL_POINTER, "cols is given without cols_scale");
+    const char *in_type = x_dtype == SCHEDX_BF16 ? "bf16" : x_dtype == SCHEDX_FP16 ? "fp16" : x_dtype == SCHEDX_FP32 ? "fp32" : nullptr;
+    if (!in_type) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16, fp16 or fp32");
+    }
+    if (m == 0 || k == 0) return SCHEDX_OK;  // an empty tensor: nothing to write
+    if ((s = check_not_null("x", x)) || (s = check_leading_dim("ldx", ldx, "k", k)) ||
+        (rows && (s = check_leading_dim("ld_rows", ld_rows, "k", k))) ||
+        (cols && (s = check_leading_dim("ld_cols", ld_cols, "m", m)))) {
+        return s;
+    }
+    const schedx_quantize_fp8_options &o = *options;
+    const int elem_bytes = x_dtype == SCHEDX_FP32 ? 4 : 2;
+    const int scale_bytes = o.recipe == SCHEDX_RECIPE_MXFP8 ? 1 : 4;
+    const ScaleShape rs = scale_shape(o.recipe, m, k, false), cs = scale_shape(o.recipe, m, k, true);
+    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}};
+    if (rows) {
+        spans.push_back({"rows", rows, m, k, ld_rows, 1, true});
+        spans.push_back({"rows_scale", rows_scale, rs.rows, rs.cols, rs.cols, scale_bytes, true});
+    }
+    if (cols) {
+        spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
+        spans.push_back({"cols_scale", cols_scale, cs.rows, cs.cols, cs.cols, scale_bytes, true});
+    }
+    void *ctx = nullptr;
+    if ((s = check_spans(spans, dev, &ctx))) return s;
+
+    const QuantizeCall c{x, m, k, ldx, elem_bytes, o, rows, cols, ld_rows, ld_cols, rows_scale, cols_scale, rs, cs,
+                         scale_bytes};
+    const std::string recipe = recipe_name(o.recipe);
+    const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
+    const std::string fp8_name = o.format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
+    const Workload w{"quantize_fp8",
+                     std::string(in_type) + "->" + (o.format == SCHEDX_E5M2 ? "e5m2" : "e4m3fn") + ":" + recipe + ":" +
+                         outputs,
+                     dev,
+                     {m, k}};
+    const std::vector<const Variant *> &candidates = schedx::candidates(w.op, dev, w.dtypes, [&](const Variant &v) {
+        const std::string_view fp8 = v.param("fp8", "any");
+        return v.param("recipe") == recipe && v.param("in_type") == in_type &&
+               v.param("outputs", "both") == outputs && (fp8 == "any" || fp8 == fp8_name);
+    });
+    const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes, aligned16(x),
+                     !rows || aligned16(rows), !cols || aligned16(cols)};
+    const auto runnable = runnable_variants(candidates, key, [&](const Variant &v) { return can_run(v, c); });
+    const Variant *v = nullptr;
+    if ((s = choose_variant(w, candidates, runnable, &v))) return s;
+
+    PipelineCall call(*v, stream, ctx);
+    bind(call, c);
+    return call.run();
+}

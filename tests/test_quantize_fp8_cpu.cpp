@@ -1,0 +1,188 @@
+// CPU variants of schedx_quantize_fp8 (blockwise 1x128 / 128x128, MXFP8) against the
+// independent reference of quantize_fp8_case.h, bit for bit.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "quantize_fp8_case.h"
+#include "quantize_inputs.h"
+
+using test::check_quantize;
+using test::QuantizeCase;
+using test::QuantizeInput;
+
+namespace {
+
+const schedx_fp8_recipe kRecipes[] = {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8,
+                                      SCHEDX_RECIPE_AXISWISE};
+const schedx_dtype kDtypes[] = {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32};
+const schedx_fp8_format kFormats[] = {SCHEDX_E4M3FN, SCHEDX_E5M2};
+
+// Whole blocks, ragged edges of both block sizes, a single element, a single row/column.
+struct Shape {
+    int64_t m, k;
+};
+const Shape kShapes[] = {{256, 256}, {130, 257}, {257, 130}, {33, 65}, {1, 1}, {1, 300}, {300, 1}, {96, 160}};
+
+std::function<uint32_t(int64_t, int64_t)> input(schedx_dtype t, QuantizeInput kind) {
+    return [t, kind](int64_t i, int64_t j) { return test::quantize_input_bits(t, kind, i, j); };
+}
+
+// The option sets each recipe is checked under.
+std::vector<schedx_quantize_fp8_options> options_for(schedx_fp8_recipe r, schedx_fp8_format f) {
+    if (r == SCHEDX_RECIPE_MXFP8) return {{r, f, 0, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_RCEIL}};
+    // torchao's rowwise default (power-of-two scales) and exact scales.
+    if (r == SCHEDX_RECIPE_AXISWISE) return {{r, f, 1, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_FLOOR}};
+    // TE's default (pow2, epsilon 0), exact scales, and an epsilon that clamps small blocks.
+    return {{r, f, 1, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0.0f, SCHEDX_MX_FLOOR}, {r, f, 0, 0x1p-20f, SCHEDX_MX_FLOOR}};
+}
+
+std::string describe(const QuantizeCase &c) {
+    return "recipe " + std::to_string(c.opt.recipe) + " dtype " + std::to_string(c.dtype) + " format " +
+           std::to_string(c.opt.format) + " pow2 " + std::to_string(c.opt.pow2_scales) + " eps " +
+           std::to_string(c.opt.epsilon) + " mx_mode " + std::to_string(c.opt.mx_mode) + " " + std::to_string(c.m) +
+           "x" + std::to_string(c.k);
+}
+
+}  // namespace
+
+TEST_CASE("every recipe, dtype, format and option set on mixed, special and tiny inputs, ragged shapes") {
+    for (schedx_fp8_recipe r : kRecipes) {
+        for (schedx_dtype dt : kDtypes) {
+            for (schedx_fp8_format f : kFormats) {
+                for (const schedx_quantize_fp8_options &o : options_for(r, f)) {
+                    for (const Shape &s : kShapes) {
+                        for (QuantizeInput kind : {QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks}) {
+                            QuantizeCase c{s.m, s.k};
+                            c.dtype = dt;
+                            c.opt = o;
+                            CAPTURE(describe(c));
+                            CAPTURE(int(kind));
+                            CHECK(check_quantize(c, input(dt, kind)) == "");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("every bf16 and fp16 bit pattern inside 1x128, 128x128 and MX blocks") {
+    for (schedx_fp8_recipe r : kRecipes) {
+        for (schedx_dtype dt : {SCHEDX_BF16, SCHEDX_FP16}) {
+            for (schedx_fp8_format f : kFormats) {
+                for (const schedx_quantize_fp8_options &o : options_for(r, f)) {
+                    QuantizeCase c{256, 256};
+                    c.dtype = dt;
+                    c.opt = o;
+                    CAPTURE(describe(c));
+                    CHECK(check_quantize(c, input(dt, QuantizeInput::all_patterns)) == "");
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("one orientation only, padded leading dimensions, and the variant that ran") {
+    for (schedx_fp8_recipe r : kRecipes) {
+        for (schedx_dtype dt : kDtypes) {
+            QuantizeCase c{130, 200, 203, 211, 137};
+            c.dtype = dt;
+            c.opt = options_for(r, SCHEDX_E4M3FN).front();
+            CAPTURE(describe(c));
+            CHECK(check_quantize(c, input(dt, QuantizeInput::specials)) == "");
+            const std::string recipe = r == SCHEDX_RECIPE_MXFP8      ? "mx"
+                                       : r == SCHEDX_RECIPE_AXISWISE ? "axis"
+                                       : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d"
+                                                                        : "block2d";
+            const std::string type = dt == SCHEDX_BF16 ? "bf16" : dt == SCHEDX_FP16 ? "fp16" : "fp32";
+            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cpu");
+            c.cols = false;
+            CHECK(check_quantize(c, input(dt, QuantizeInput::mixed)) == "");
+            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_rows_cpu");
+            c.cols = true;
+            c.rows = false;
+            CHECK(check_quantize(c, input(dt, QuantizeInput::mixed)) == "");
+            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cols_cpu");
+        }
+    }
+}
+
+TEST_CASE("scale array shapes and padding") {
+    int64_t r = 0, c = 0;
+    auto shape = [&](schedx_fp8_recipe rec, int64_t m, int64_t k, int colwise) {
+        REQUIRE(schedx_quantize_fp8_scale_shape(rec, m, k, colwise, &r, &c) == SCHEDX_OK);
+        return std::pair{r, c};
+    };
+    // TE's GEMM-ready shapes: 1D [ceil(K/128)][pad4(M)] and [ceil(M/128)][pad4(K)].
+    CHECK(shape(SCHEDX_RECIPE_BLOCK_1X128, 130, 257, 0) == std::pair<int64_t, int64_t>{3, 132});
+    CHECK(shape(SCHEDX_RECIPE_BLOCK_1X128, 130, 257, 1) == std::pair<int64_t, int64_t>{2, 260});
+    // 2D [ceil(M/128)][pad4(ceil(K/128))] and [ceil(K/128)][pad4(ceil(M/128))].
+    CHECK(shape(SCHEDX_RECIPE_BLOCK_128X128, 130, 257, 0) == std::pair<int64_t, int64_t>{2, 4});
+    CHECK(shape(SCHEDX_RECIPE_BLOCK_128X128, 130, 257, 1) == std::pair<int64_t, int64_t>{3, 4});
+    // MXFP8 [M][ceil(K/32)] and [K][ceil(M/32)], no padding.
+    CHECK(shape(SCHEDX_RECIPE_MXFP8, 130, 257, 0) == std::pair<int64_t, int64_t>{130, 9});
+    CHECK(shape(SCHEDX_RECIPE_MXFP8, 130, 257, 1) == std::pair<int64_t, int64_t>{257, 5});
+    // Axiswise [M][1] and [1][K].
+    CHECK(shape(SCHEDX_RECIPE_AXISWISE, 130, 257, 0) == std::pair<int64_t, int64_t>{130, 1});
+    CHECK(shape(SCHEDX_RECIPE_AXISWISE, 130, 257, 1) == std::pair<int64_t, int64_t>{1, 257});
+    CHECK(shape(SCHEDX_RECIPE_BLOCK_1X128, 0, 0, 0) == std::pair<int64_t, int64_t>{0, 0});
+    // check_quantize compares every entry, padding included (0.0f): shapes whose padded
+    // extents differ from the real ones.
+    for (schedx_fp8_recipe rec : {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128}) {
+        QuantizeCase q{5, 3 * 128 + 1};
+        q.opt.recipe = rec;
+        CHECK(check_quantize(q, input(SCHEDX_BF16, QuantizeInput::mixed)) == "");
+    }
+}
+
+TEST_CASE("bad arguments fail with a status and a message; empty tensors are valid") {
+    std::vector<uint16_t> x(64 * 64, 0x3F80);
+    std::vector<uint8_t> rows(64 * 64), cols(64 * 64);
+    std::vector<float> rs(64 * 64), cs(64 * 64);
+    schedx_quantize_fp8_options o{SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN, 1, 0.0f, SCHEDX_MX_FLOOR};
+    auto call = [&](const schedx_quantize_fp8_options *opt, int64_t m, int64_t k, void *rscale = nullptr) {
+        return schedx_quantize_fp8(x.data(), m, k, k, SCHEDX_BF16, opt, rows.data(), k, rscale ? rscale : rs.data(),
+                                   cols.data(), m, cs.data(), SCHEDX_DEVICE_CPU, nullptr);
+    };
+    CHECK(call(&o, 64, 64) == SCHEDX_OK);
+    CHECK(call(nullptr, 64, 64) == SCHEDX_ERR_NULL_POINTER);
+    CHECK(std::string(schedx_last_error()).find("options") != std::string::npos);
+    schedx_quantize_fp8_options bad = o;
+    bad.recipe = static_cast<schedx_fp8_recipe>(7);
+    CHECK(call(&bad, 64, 64) == SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    bad = o;
+    bad.format = static_cast<schedx_fp8_format>(2);
+    CHECK(call(&bad, 64, 64) == SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    for (float eps : {-1.0f, -0.0f, INFINITY, NAN}) {
+        bad = o;
+        bad.epsilon = eps;
+        CHECK(call(&bad, 64, 64) == SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    }
+    bad = o;
+    bad.pow2_scales = 2;
+    CHECK(call(&bad, 64, 64) == SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    bad = o;
+    bad.recipe = SCHEDX_RECIPE_MXFP8;
+    bad.mx_mode = static_cast<schedx_mx_scale_mode>(3);
+    CHECK(call(&bad, 64, 64) == SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    CHECK(call(&o, -1, 64) == SCHEDX_ERR_BAD_SIZE);
+    CHECK(schedx_quantize_fp8(x.data(), 64, 64, 64, SCHEDX_BF16, &o, rows.data(), 64, nullptr, nullptr, 64, nullptr,
+                              SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_ERR_NULL_POINTER);
+    CHECK(schedx_quantize_fp8(x.data(), 64, 64, 64, SCHEDX_BF16, &o, nullptr, 64, nullptr, nullptr, 64, nullptr,
+                              SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_ERR_NULL_POINTER);
+    CHECK(schedx_quantize_fp8(x.data(), 64, 64, 63, SCHEDX_BF16, &o, rows.data(), 64, rs.data(), nullptr, 64, nullptr,
+                              SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_ERR_BAD_LEADING_DIM);
+    CHECK(schedx_quantize_fp8(x.data(), 64, 64, 64, SCHEDX_INT8, &o, rows.data(), 64, rs.data(), nullptr, 64, nullptr,
+                              SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_ERR_UNSUPPORTED_DTYPE);
+    // A scale array overlapping the data output.
+    CHECK(call(&o, 64, 64, rows.data() + 8) == SCHEDX_ERR_OVERLAP);
+    // Empty: nothing read or written, even through NULL data pointers.
+    std::fill(rows.begin(), rows.end(), 0xA5);
+    CHECK(schedx_quantize_fp8(nullptr, 0, 64, 64, SCHEDX_BF16, &o, rows.data(), 64, rs.data(), cols.data(), 1,
+                              cs.data(), SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    CHECK(schedx_quantize_fp8(nullptr, 64, 0, 0, SCHEDX_BF16, &o, rows.data(), 0, rs.data(), nullptr, 0, nullptr,
+                              SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    CHECK(rows[0] == 0xA5);
+}

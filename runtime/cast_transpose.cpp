@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
@@ -83,6 +84,26 @@ schedx_status run_abs_max(Device device, const char *in_type, const CastTranspos
     return call.run();
 }
 
+// An empty x: amax is 0 and scale_inv 1 / scale, as PyTorch computes them; no cast runs. On
+// CUDA both are written in stream order by the abs_max pipeline over one zeroed word of the
+// stream's workspace (a 4-byte memset and one one-thread kernel).
+schedx_status write_empty_amax(Device device, const char *in_type, const CastTransposeCall &c, void *stream,
+                               void *ctx) {
+    if (device == Device::cpu) {
+        *c.amax = 0.0f;
+        *c.scale_inv = 1.0f / *c.scale;
+        return SCHEDX_OK;
+    }
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
+    void *zero = nullptr;
+    schedx_status s;
+    if ((s = cuda_workspace(ctx, stream, 4, &zero)) || (s = cuda_zero_word(ctx, stream, zero))) return s;
+    CastTransposeCall one = c;
+    one.x = zero;
+    one.m = one.k = one.ldx = 1;
+    return run_abs_max(device, in_type, one, stream, ctx);
+}
+
 }  // namespace
 }  // namespace schedx
 
@@ -95,11 +116,13 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     clear_error();
     Device dev;
     schedx_status s;
-    if ((s = check_device(device, &dev)) || (s = check_not_null("x", x)) || (s = check_not_null("scale", scale)) ||
-        (s = check_positive("m", m)) || (s = check_positive("k", k))) {
+    if ((s = check_device(device, &dev)) || (s = check_not_negative("m", m)) || (s = check_not_negative("k", k))) {
         return s;
     }
-    if (!rows && !cols) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
+    // An empty x (an MoE expert without tokens) is valid, as in PyTorch; its pointers may be NULL.
+    const bool empty = m == 0 || k == 0;
+    if ((!empty && (s = check_not_null("x", x))) || (s = check_not_null("scale", scale))) return s;
+    if (!rows && !cols && !empty) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
     if (!amax != !scale_inv) return fail(SCHEDX_ERR_NULL_POINTER, "amax and scale_inv must be both given or both NULL");
     const char *in_type = dtype_name(x_dtype);
     if (!in_type) {
@@ -124,6 +147,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     if ((s = check_spans(spans, dev, &ctx))) return s;
 
     const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
+    if (empty) return amax ? write_empty_amax(dev, in_type, c, stream, ctx) : SCHEDX_OK;
     const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
     const std::string fp8_name = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
     const bool want_amax = amax || scale_inv;

@@ -8,6 +8,7 @@
 #include "pipeline_call.h"
 #include "registry.h"
 #include "status.h"
+#include "tile_cover.h"
 #include "validate.h"
 
 namespace schedx {
@@ -31,6 +32,17 @@ struct CastTransposeCall {
     uint8_t *rows, *cols;
     int64_t ld_rows, ld_cols;
     float *amax, *scale_inv;
+
+    // The call on rows [r.row0, r.row0 + r.rows) and columns [r.col0, r.col0 + r.cols) of x.
+    CastTransposeCall region(const TileRegion &r) const {
+        CastTransposeCall sub = *this;
+        sub.x = static_cast<const uint8_t *>(x) + (r.row0 * ldx + r.col0) * elem_bytes;
+        if (rows) sub.rows = rows + r.row0 * ld_rows + r.col0;
+        if (cols) sub.cols = cols + r.col0 * ld_cols + r.row0;
+        sub.m = r.rows;
+        sub.k = r.cols;
+        return sub;
+    }
 };
 
 void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
@@ -56,8 +68,10 @@ TileShape tile_shape(const Variant &v) {
     return {v.param_int("tile_rows", k), k};
 }
 
-// Tiled variants take whole tiles, 16-byte aligned pointers and rows (word I/O);
-// autoscheduled ones the shapes their generated bounds accept.
+// Tiled variants take 16-byte aligned pointers and rows (word I/O) and at least one tile;
+// a ragged M or K runs as whole tiles plus the last tile row or column shifted inwards
+// (tile_cover.h), whose pointers must be 16-byte aligned too. Autoscheduled variants take
+// the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
         PipelineCall query(v, nullptr);
@@ -66,9 +80,11 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
     }
     if (v.param("schedule") != "cuda_tiled") return true;
     const TileShape t = tile_shape(v);
-    return c.m % t.m == 0 && c.k % t.k == 0 && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
-           (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0)) &&
-           (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0));
+    const bool shift_m = c.m % t.m != 0, shift_k = c.k % t.k != 0;
+    return c.m >= t.m && c.k >= t.k && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
+           (!shift_k || (c.k * c.elem_bytes) % 16 == 0) &&
+           (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0 && (!shift_k || c.k % 16 == 0))) &&
+           (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
 }
 
 schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
@@ -168,23 +184,29 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
-    PipelineCall call(*v, stream, ctx);
-    bind(call, *v, c);
     const bool fused_amax = v->param("with_amax") == "true";
+    const TileShape t = tile_shape(*v);
+    const std::vector<TileRegion> regions =
+        v->param("schedule") == "cuda_tiled" ? cover_with_tiles(m, k, t.m, t.k) : std::vector<TileRegion>{{0, 0, m, k}};
     // Tiled variants with fused amax take the maximum of their tiles' maxima in the caller's
-    // amax, zeroed on the stream first, and write one word per tile into the stream's
-    // workspace; the lock keeps another thread's call on this stream from reallocating it.
+    // amax, zeroed on the stream first (once: the launches of a ragged shape all add theirs),
+    // and write one word per tile into the stream's workspace (the first region has the most
+    // tiles); the lock keeps another thread's call on this stream from reallocating it.
     std::unique_lock<std::mutex> workspace_lock;
+    void *tile_sink = nullptr;
     if (v->argument("amax_address")) {
-        const TileShape t = tile_shape(*v);
-        const int64_t tiles_x = k / t.k, tiles_y = m / t.m;
-        void *tiles = nullptr;
         workspace_lock = lock_stream_workspace(ctx, stream);
-        if ((s = cuda_workspace(ctx, stream, size_t(tiles_x * tiles_y) * 4, &tiles))) return s;
-        call.bind_matrix("tile_sink", tiles, tiles_y, tiles_x, tiles_x, 4);
-        if ((s = cuda_zero_word(ctx, stream, c.amax))) return s;
+        const size_t tiles = size_t(regions[0].rows / t.m) * size_t(regions[0].cols / t.k);
+        if ((s = cuda_workspace(ctx, stream, tiles * 4, &tile_sink)) || (s = cuda_zero_word(ctx, stream, c.amax))) {
+            return s;
+        }
     }
-    if ((s = call.run())) return s;
+    for (const TileRegion &r : regions) {
+        PipelineCall call(*v, stream, ctx);
+        bind(call, *v, c.region(r));
+        if (tile_sink) call.bind_matrix("tile_sink", tile_sink, r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
+        if ((s = call.run())) return s;
+    }
     if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);
     return SCHEDX_OK;
 }

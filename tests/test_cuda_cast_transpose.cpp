@@ -309,4 +309,36 @@ TEST_CASE("untuned fused amax: a fused variant at 4096^2 and 8192x4096") {
     }
 }
 
+// M = 0 or K = 0: amax 0 and scale_inv 1 / scale arrive in stream order (a memset and the
+// abs_max pipeline over one zeroed word), x, rows and cols are neither read nor written.
+TEST_CASE("empty x: amax 0 and scale_inv 1 / scale on the stream, nothing else written") {
+    float *scalars = nullptr;  // scale, amax, scale_inv
+    uint8_t *out = nullptr;
+    REQUIRE(cudaMalloc(reinterpret_cast<void **>(&scalars), 3 * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void **>(&out), 64) == cudaSuccess);
+    for (schedx_dtype dtype : {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32}) {
+        for (const auto &[m, k] : {std::pair<int64_t, int64_t>{0, 4096}, std::pair<int64_t, int64_t>{5, 0}}) {
+            CAPTURE(int(dtype));
+            CAPTURE(m);
+            CAPTURE(k);
+            const float host_scalars[3] = {4.0f, -1.0f, -1.0f};
+            REQUIRE(cudaMemcpy(scalars, host_scalars, sizeof host_scalars, cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(cudaMemset(out, test::kPoison, 64) == cudaSuccess);
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+            // x and rows NULL, cols a real pointer that must stay poisoned.
+            CHECK(schedx_cast_transpose_fp8(nullptr, m, k, k, dtype, scalars, SCHEDX_E4M3FN, nullptr, k, out, m,
+                                            scalars + 1, scalars + 2, SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+            REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
+            uint32_t got[3] = {};
+            uint8_t bytes[64];
+            REQUIRE(cudaMemcpy(got, scalars, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+            REQUIRE(cudaMemcpy(bytes, out, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK(got[1] == 0u);           // +0.0
+            CHECK(got[2] == 0x3E800000u);  // 0.25
+            CHECK(std::all_of(bytes, bytes + 64, [](uint8_t b) { return b == test::kPoison; }));
+        }
+    }
+    for (void *p : {static_cast<void *>(scalars), static_cast<void *>(out)}) REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

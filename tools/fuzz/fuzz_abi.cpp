@@ -114,6 +114,10 @@ void plan(Arg &a) {
                 uint64_t(a.rows) * uint64_t(a.ld) > kHalideMax;
 }
 
+// An empty argument spans no bytes: nothing checks or touches its pointer, it is no alias
+// target, and as an alias it overlaps nothing.
+bool empty(const Arg &a) { return a.sizes_known && a.nominal == 0 && !a.too_big; }
+
 // Gives every used, non-NULL argument memory; returns false when a valid call would need
 // more than kMaxBytes (skipped).
 bool allocate(FuzzedDataProvider &in, std::vector<Arg *> &args, bool must_fail) {
@@ -245,14 +249,11 @@ Mode mode(FuzzedDataProvider &in, bool is_output, bool optional) {
 // A short buffer ends at a page boundary and an alias points anywhere: either may start
 // off its element size, which the library refuses.
 bool misaligned(const Arg &a) {
-    return a.used && a.ptr && reinterpret_cast<uintptr_t>(a.ptr) % uintptr_t(a.elem_bytes) != 0;
+    return a.used && a.ptr && !empty(a) && reinterpret_cast<uintptr_t>(a.ptr) % uintptr_t(a.elem_bytes) != 0;
 }
 
 // Causes shared by both operators: NULL pointers, sizes, leading dims, byte counts, aliasing.
 // An output can only point into a buffer some other argument owns.
-// An empty argument spans no bytes: it is no target, and as an alias it overlaps nothing.
-bool empty(const Arg &a) { return a.sizes_known && a.nominal == 0 && !a.too_big; }
-
 void resolve_aliases(const std::vector<Arg *> &args) {
     bool any_target = false;
     for (Arg *a : args) any_target |= a->used && a->mode == Mode::present && !empty(*a);

@@ -315,7 +315,10 @@ TEST_CASE("empty operands: K = 0 gives y = 0 * scales + bias, M = 0 and N = 0 wr
     const float bias[n] = {1.5f, -2.25f, 0.375f, 0.0f, 1.0f};
     const uint16_t want_bf16[n] = {0x3FC0, 0xC010, 0x3EC0, 0x0000, 0x7FC0};
     const uint16_t want_fp16[n] = {0x3E00, 0xC080, 0x3600, 0x0000, 0x7E00};
-    void *dscales = nullptr, *dbias = nullptr, *dy = nullptr;
+    // operands: x (3 x 64 bf16) or W (5 x 64 int8) where M = 0 or N = 0 leaves the other
+    // one non-empty, so its pointer must be real.
+    void *dscales = nullptr, *dbias = nullptr, *dy = nullptr, *operands = nullptr;
+    REQUIRE(cudaMalloc(&operands, 3 * 64 * 2) == cudaSuccess);
     REQUIRE(cudaMalloc(&dscales, sizeof scales) == cudaSuccess);
     REQUIRE(cudaMalloc(&dbias, sizeof bias) == cudaSuccess);
     REQUIRE(cudaMalloc(&dy, m * ldy * 2) == cudaSuccess);
@@ -326,9 +329,9 @@ TEST_CASE("empty operands: K = 0 gives y = 0 * scales + bias, M = 0 and N = 0 wr
         REQUIRE(cudaMemset(dy, test::kPoison, m * ldy * 2) == cudaSuccess);
         REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
         // M = 0 and N = 0 first: nothing may land in y.
-        CHECK(schedx_w8_linear(nullptr, 0, 64, 64, x_dtype, nullptr, n, 64, dscales, SCHEDX_FP32, dbias, dy, ldy,
-                               SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
-        CHECK(schedx_w8_linear(nullptr, m, 64, 64, x_dtype, nullptr, 0, 64, nullptr, SCHEDX_FP32, nullptr, dy, ldy,
+        CHECK(schedx_w8_linear(nullptr, 0, 64, 64, x_dtype, static_cast<const int8_t *>(operands), n, 64, dscales,
+                               SCHEDX_FP32, dbias, dy, ldy, SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+        CHECK(schedx_w8_linear(operands, m, 64, 64, x_dtype, nullptr, 0, 64, nullptr, SCHEDX_FP32, nullptr, dy, ldy,
                                SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
         REQUIRE(schedx_w8_linear(nullptr, m, 0, 0, x_dtype, nullptr, n, 0, dscales, SCHEDX_FP32, dbias, dy, ldy,
                                  SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
@@ -351,7 +354,7 @@ TEST_CASE("empty operands: K = 0 gives y = 0 * scales + bias, M = 0 and N = 0 wr
             }
         }
     }
-    for (void *p : {dscales, dbias, dy}) REQUIRE(cudaFree(p) == cudaSuccess);
+    for (void *p : {dscales, dbias, dy, operands}) REQUIRE(cudaFree(p) == cudaSuccess);
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

@@ -117,7 +117,7 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * M = 0 or N = 0 writes nothing. K = 0 makes every sum 0: y[m][n] = 0 * scales[n] (+ bias[n]),
  * rounded once (NaN where a scale is inf or NaN); on CUDA one epilogue kernel after a memset.
  * Fast paths when x and w are 16-byte aligned with 16-byte-multiple row pitches and K is
- * a multiple of 256 or 512: M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
+ * a multiple of 256 or 512 (any N): M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
  * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
  * a workspace cached per device and stream (grown on demand, never freed):
  * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit

@@ -39,6 +39,11 @@ from schedx import _capi  # noqa: E402  (raw C ABI calls for the host-cost measu
 
 FP8 = {"e4m3fn": (torch.float8_e4m3fn, 448.0), "e5m2": (torch.float8_e5m2, 57344.0)}
 FP8_SHAPES = [(4096, 4096), (8192, 8192), (4096, 14336), (16384, 4096)]
+# --ragged (issue 29): sizes off the tiles and steps, each beside an aligned neighbour.
+FP8_SHAPES_RAGGED = [(3072, 4096), (2999, 4001), (4096, 4096), (4097, 4096), (8192, 8192), (8000, 8000),
+                     (1, 8192), (7, 16384), (16384, 7), (12288, 6144), (12000, 6000)]
+W8_NK_RAGGED = [(4096, 4096), (4097, 4096), (4096, 4100), (4096, 5000), (4096, 11008), (4096, 11009)]
+W8_MS_RAGGED = [1, 4, 16]
 W8_MS = [1, 2, 4, 8, 16, 32, 128, 256, 1024, 4096]
 W8_MS_QUICK = [1, 2, 8, 16, 1024, 4096]
 W8_NK_OTHER = [(4096, 4096), (14336, 4096), (4096, 14336)]
@@ -312,7 +317,7 @@ def measure_fp8(args, rep, timer):
     eager = fp8_fn(fmt)
     results, per_variant, noise = {}, {}, []
     jobs = {"compile": [], "compile+cd": [], "compile+amax": [], "max-autotune": []}
-    for (m, k) in FP8_SHAPES:
+    for (m, k) in (FP8_SHAPES_RAGGED if args.ragged else FP8_SHAPES):
         r = results[(m, k)] = {}
         where = f"fp8 {m}x{k}"
         log(f"{where}: eager, copy, schedx")
@@ -412,7 +417,9 @@ def w8_shapes(args):
     """(M, N, K) to measure: the default lists, or --w8-nk / --w8-ms where given."""
     ms, ms_other = (W8_MS_QUICK, W8_MS_OTHER_QUICK) if args.quick else (W8_MS, W8_MS_OTHER)
     shapes = [(m, 8192, 8192) for m in ms] + [(m, n, k) for n, k in W8_NK_OTHER for m in ms_other]
-    if args.w8_nk:
+    if args.ragged:
+        shapes = [(m, n, k) for n, k in W8_NK_RAGGED for m in (args.w8_ms or W8_MS_RAGGED)]
+    elif args.w8_nk:
         nks = [tuple(int(v) for v in nk.split("x")) for nk in args.w8_nk.split(",")]
         shapes = [(m, n, k) for n, k in nks for m in (args.w8_ms or W8_MS_OTHER)]
     elif args.w8_ms:
@@ -851,6 +858,8 @@ def main():
                     "(so that the compile columns of every shape fit in a few device calls)")
     ap.add_argument("--w8-ms", type=lambda s: [int(v) for v in s.split(",")],
                     help="w8 batch sizes, e.g. 1,2,4,8,16 (default: the mode's list)")
+    ap.add_argument("--ragged", action="store_true", help="the ragged shape sets (issue 29: sizes off the tiles "
+                    "and steps beside aligned neighbours) instead of the default shapes")
     ap.add_argument("--commit", help="git commit to record when the tree has no git metadata")
     args = ap.parse_args()
     if args.budget is None:

@@ -118,10 +118,10 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // cast_transpose variants with fused amax (one word per tile).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
-// Sets the 32-bit word at `ptr` (device memory) to zero on `stream`, in stream order
+// Sets `words` 32-bit words at `ptr` (device memory) to zero on `stream`, in stream order
 // with the kernels launched after it (and recorded into a CUDA graph being captured).
 // The fused-amax cast variants accumulate the caller's amax there by atomics.
-schedx_status cuda_zero_word(void *context, void *stream, void *ptr);
+schedx_status cuda_zero_word(void *context, void *stream, void *ptr, size_t words = 1);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.
 std::string cuda_device_name(int ordinal = 0);

@@ -19,9 +19,9 @@ schedx_status check_device(schedx_device device, Device *out) {
     return SCHEDX_OK;
 }
 
-schedx_status check_positive(const char *name, int64_t value) {
-    if (value > 0) return SCHEDX_OK;
-    return fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be positive, got " + std::to_string(value));
+schedx_status check_not_negative(const char *name, int64_t value) {
+    if (value >= 0) return SCHEDX_OK;
+    return fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must not be negative, got " + std::to_string(value));
 }
 
 schedx_status check_not_null(const char *name, const void *ptr) {
@@ -37,6 +37,7 @@ schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_na
 schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_context) {
     constexpr int64_t kHalideMax = INT32_MAX;
     for (Span &s : spans) {
+        if (s.rows == 0 || s.cols == 0) continue;  // bytes stays 0
         uint64_t elems = 0, bytes = 0;
         // Elements touched: (rows - 1) * ld + cols.
         if (__builtin_mul_overflow(static_cast<uint64_t>(s.rows - 1), static_cast<uint64_t>(s.ld), &elems) ||
@@ -65,7 +66,9 @@ schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_c
     }
     for (size_t i = 0; i < spans.size(); i++) {
         for (size_t j = 0; j < spans.size(); j++) {
-            if (i == j || !spans[i].is_output || (spans[j].is_output && j < i)) continue;
+            if (i == j || !spans[i].is_output || (spans[j].is_output && j < i) || !spans[i].bytes || !spans[j].bytes) {
+                continue;
+            }
             auto a = reinterpret_cast<uintptr_t>(spans[i].ptr), b = reinterpret_cast<uintptr_t>(spans[j].ptr);
             if (a < b + spans[j].bytes && b < a + spans[i].bytes) {
                 return fail(SCHEDX_ERR_OVERLAP, std::string("output ") + spans[i].name + " overlaps " + spans[j].name);
@@ -75,6 +78,7 @@ schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_c
     const Span *first_on_device = nullptr;
     void *first_ctx = nullptr;
     for (const Span &s : spans) {
+        if (!s.ptr) continue;  // empty
         if (device == Device::cuda) {
             void *ctx = nullptr;
             schedx_status st = cuda_context_for(s.ptr, s.name, &ctx);

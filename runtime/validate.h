@@ -11,11 +11,12 @@
 namespace schedx {
 
 schedx_status check_device(schedx_device device, Device *out);
-schedx_status check_positive(const char *name, int64_t value);
+schedx_status check_not_negative(const char *name, int64_t value);
 schedx_status check_not_null(const char *name, const void *ptr);
 schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_name, int64_t row);
 
-// A matrix argument as memory: `rows` rows of `cols` elements, `ld` apart.
+// A matrix argument as memory: `rows` rows of `cols` elements, `ld` apart. An empty one
+// (no rows or no columns) spans no bytes: its pointer may be NULL and overlaps nothing.
 struct Span {
     const char *name;
     const void *ptr;

@@ -2,6 +2,7 @@
 // dequantize + cuBLAS + epilogue or in-place rescale for large M; or x as int8 planes +
 // cuBLAS's int8 GEMM + an exact epilogue for M = 7..128).
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -239,6 +240,61 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
     return call.run();
 }
 
+float scale_dtype_value(const void *p, int64_t i, int bytes) {
+    uint32_t bits = 0;
+    if (bytes == 4) {
+        std::memcpy(&bits, static_cast<const uint32_t *>(p) + i, 4);
+    } else {
+        bits = uint32_t(static_cast<const uint16_t *>(p)[i]) << 16;  // bf16
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// v rounded to nearest-even in x's dtype, as bits.
+uint16_t round_to_half(float v, bool fp16) {
+    if (fp16) {
+        const _Float16 h = static_cast<_Float16>(v);
+        uint16_t bits;
+        std::memcpy(&bits, &h, 2);
+        return bits;
+    }
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    if ((u & 0x7FFFFFFF) > 0x7F800000) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+    return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+}
+
+// K = 0: the empty sum is 0, so y = 0 * scales[n] (+ bias[n]), rounded once as every path
+// rounds (NaN where a scale is inf or NaN, as (x @ W.T) * scales computes it). On CUDA the
+// epilogue pipeline reads a zeroed row of the stream's workspace as every row of its
+// accumulator (leading dimension 0): a memset and one kernel, no GEMM.
+schedx_status write_empty_sum(Device device, const W8LinearCall &c, bool fp16, std::string_view x_type,
+                              const std::string &scale_type, void *stream, void *ctx) {
+    if (device == Device::cpu) {
+        for (int64_t n = 0; n < c.n; n++) {
+            float v = 0.0f * scale_dtype_value(c.scales, n, c.scale_bytes);
+            if (c.bias) v += scale_dtype_value(c.bias, n, c.scale_bytes);
+            const uint16_t bits = round_to_half(v, fp16);
+            for (int64_t m = 0; m < c.m; m++) std::memcpy(static_cast<uint16_t *>(c.y) + m * c.ldy + n, &bits, 2);
+        }
+        return SCHEDX_OK;
+    }
+    const Variant *epilogue = epilogue_variant("epilogue", x_type, scale_type, c.bias != nullptr);
+    if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no epilogue variant for an empty sum");
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
+    void *zeros = nullptr;
+    schedx_status s;
+    if ((s = cuda_workspace(ctx, stream, size_t(c.n) * 4, &zeros)) || (s = cuda_zero_word(ctx, stream, zeros, size_t(c.n)))) {
+        return s;
+    }
+    PipelineCall call(*epilogue, stream, ctx);
+    call.bind_matrix("acc", zeros, c.m, c.n, 0, 4);
+    bind_common(call, c);
+    return call.run();
+}
+
 }  // namespace
 }  // namespace schedx
 
@@ -250,9 +306,13 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     clear_error();
     Device dev;
     schedx_status s;
-    if ((s = check_device(device, &dev)) || (s = check_not_null("x", x)) || (s = check_not_null("w", w)) ||
-        (s = check_not_null("scales", scales)) || (s = check_not_null("y", y)) || (s = check_positive("m", m)) ||
-        (s = check_positive("k", k)) || (s = check_positive("n", n))) {
+    if ((s = check_device(device, &dev)) || (s = check_not_negative("m", m)) || (s = check_not_negative("k", k)) ||
+        (s = check_not_negative("n", n))) {
+        return s;
+    }
+    // Empty operands are valid, as in PyTorch; a pointer to an empty one may be NULL.
+    if ((m && k && (s = check_not_null("x", x))) || (n && k && (s = check_not_null("w", w))) ||
+        (n && (s = check_not_null("scales", scales))) || (m && n && (s = check_not_null("y", y)))) {
         return s;
     }
     const char *x_type = half_name(x_dtype);
@@ -279,6 +339,8 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
 
     const W8LinearCall c{x, m, k, ldx, w, n, ldw, scales, bias, scale_bytes, y, ldy};
     const std::string scale_type = scales_dtype == SCHEDX_FP32 ? "fp32" : "bf16";
+    if (m == 0 || n == 0) return SCHEDX_OK;  // y is empty
+    if (k == 0) return write_empty_sum(dev, c, x_dtype == SCHEDX_FP16, x_type, scale_type, stream, ctx);
     const Workload wl{"w8_linear",
                       std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
                       {m, n, k}};

@@ -62,7 +62,12 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         if (!test::quick_run()) shapes.insert(shapes.end(), {{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}});
         const bool autoscheduled = p.count("autoscheduler") > 0;
         int ran = 0;
-        if (!tiled) {
+        if (tiled) {
+            // Ragged M and K in 16-byte steps: whole tiles plus the last tile row and column
+            // shifted inwards (three and four launches), tight and padded.
+            shapes.push_back({272, 208, 0, 0, 0});
+            if (!test::quick_run()) shapes.insert(shapes.end(), {{400, 256, 0, 0, 0}, {336, 400, 416, 432, 352}});
+        } else {
             shapes.push_back({33, 65, 70, 67, 41});
             if (!test::quick_run()) {
                 shapes.insert(shapes.end(), {{1, 1, 0, 0, 0}, {17, 33, 0, 0, 0}, {1, 1000, 0, 0, 0},
@@ -213,17 +218,58 @@ TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes
     CHECK(schedule_of_last() == "cuda_general");
 }
 
-// A tile 128 rows tall takes M in whole tiles of 128: forced on M = 192 it refuses the call
-// (status 11) before anything runs; dispatched, that shape runs a 64-row tile.
-TEST_CASE("variants with 128-row tiles take only M in whole tiles of 128") {
+// Ragged shapes whose rows stay 16-byte aligned run a tiled variant, as whole tiles plus the
+// last tile row and column shifted inwards; the fused amax sees elements that only the
+// shifted launches cover (NaN, the largest value) at the bottom-right corner.
+TEST_CASE("ragged shapes in 16-byte steps run tiled, the fused amax included") {
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    const struct {
+        int64_t m, k;
+    } shapes[] = {{80, 64}, {64, 80}, {144, 208}, {1008, 528}};
+    for (const auto &sh : shapes) {
+        for (bool nan : {false, true}) {
+            CAPTURE(sh.m);
+            CAPTURE(sh.k);
+            CAPTURE(nan);
+            const int64_t m = sh.m, k = sh.k;
+            auto bits = [m, k, nan](int64_t i, int64_t j) {
+                if (i == m - 1 && j == k - 1) return nan ? 0xFFC1u : 0x4780u;  // NaN or 65536
+                return uint32_t(ref::float_to_bf16(float((i * 31 + j * 17) % 1000) / 8.0f - 60.0f));
+            };
+            CastTransposeCase c{m, k, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 0.25f};
+            c.amax = true;
+            CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
+            CHECK(test::schedule_of_last("cast_transpose") == "cuda_tiled");
+            c.amax = false;
+            CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
+            CHECK(test::schedule_of_last("cast_transpose") == "cuda_tiled");
+        }
+    }
+    // Rows that the shifted tiles cannot take run the general variant: M below a tile, K
+    // whose last tile starts off 16 bytes, an odd leading dimension (2-byte aligned rows).
+    CastTransposeCase small{48, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CastTransposeCase odd_k{128, 200, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CastTransposeCase odd_ld{128, 128, 129, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    for (CastTransposeCase c : {small, odd_k, odd_ld}) {
+        CAPTURE(c.m);
+        CAPTURE(c.k);
+        CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+        CHECK(test::schedule_of_last("cast_transpose") == "cuda_general");
+    }
+}
+
+// A tile 128 rows tall needs M >= 128: forced on M = 96 it refuses the call (status 11)
+// before anything runs; M = 192 runs as one tile row and one shifted inwards; dispatched,
+// M = 96 runs a 64-row tile.
+TEST_CASE("variants with 128-row tiles take M of at least 128") {
     const char *tall = "cast_transpose_bf16_e4m3_t128x64r8w4";
     REQUIRE(schedx_force_variant("cast_transpose", tall) == SCHEDX_OK);
-    CastTransposeCase c{192, 256, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CastTransposeCase c{96, 256, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(c, all_patterns, run_on_cuda).rfind("status 11:", 0) == 0);
-    c.m = 256;
+    c.m = 192;
     CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
-    c.m = 192;
+    c.m = 96;
     CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
     CHECK(test::schedule_of_last("cast_transpose") == "cuda_tiled");
     CHECK(std::string(schedx_last_variant("cast_transpose")) != tall);
@@ -261,6 +307,38 @@ TEST_CASE("untuned fused amax: a fused variant at 4096^2 and 8192x4096") {
         CHECK(name.find("_amax") != std::string::npos);
         for (void *p : {x, rows, cols, static_cast<void *>(scalars)}) REQUIRE(cudaFree(p) == cudaSuccess);
     }
+}
+
+// M = 0 or K = 0: amax 0 and scale_inv 1 / scale arrive in stream order (a memset and the
+// abs_max pipeline over one zeroed word), x, rows and cols are neither read nor written.
+TEST_CASE("empty x: amax 0 and scale_inv 1 / scale on the stream, nothing else written") {
+    float *scalars = nullptr;  // scale, amax, scale_inv
+    uint8_t *out = nullptr;
+    REQUIRE(cudaMalloc(reinterpret_cast<void **>(&scalars), 3 * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMalloc(reinterpret_cast<void **>(&out), 64) == cudaSuccess);
+    for (schedx_dtype dtype : {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32}) {
+        for (const auto &[m, k] : {std::pair<int64_t, int64_t>{0, 4096}, std::pair<int64_t, int64_t>{5, 0}}) {
+            CAPTURE(int(dtype));
+            CAPTURE(m);
+            CAPTURE(k);
+            const float host_scalars[3] = {4.0f, -1.0f, -1.0f};
+            REQUIRE(cudaMemcpy(scalars, host_scalars, sizeof host_scalars, cudaMemcpyHostToDevice) == cudaSuccess);
+            REQUIRE(cudaMemset(out, test::kPoison, 64) == cudaSuccess);
+            REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+            // x and rows NULL, cols a real pointer that must stay poisoned.
+            CHECK(schedx_cast_transpose_fp8(nullptr, m, k, k, dtype, scalars, SCHEDX_E4M3FN, nullptr, k, out, m,
+                                            scalars + 1, scalars + 2, SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+            REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
+            uint32_t got[3] = {};
+            uint8_t bytes[64];
+            REQUIRE(cudaMemcpy(got, scalars, sizeof got, cudaMemcpyDeviceToHost) == cudaSuccess);
+            REQUIRE(cudaMemcpy(bytes, out, 64, cudaMemcpyDeviceToHost) == cudaSuccess);
+            CHECK(got[1] == 0u);           // +0.0
+            CHECK(got[2] == 0x3E800000u);  // 0.25
+            CHECK(std::all_of(bytes, bytes + 64, [](uint8_t b) { return b == test::kPoison; }));
+        }
+    }
+    for (void *p : {static_cast<void *>(scalars), static_cast<void *>(out)}) REQUIRE(cudaFree(p) == cudaSuccess);
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

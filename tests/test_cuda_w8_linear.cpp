@@ -306,4 +306,55 @@ TEST_CASE("rescale variants with a cuBLASLt heuristic rank run that rank's algor
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
 }
 
+// K = 0: every sum is empty, y = 0 * scales (+ bias) rounded to x's dtype, by the epilogue
+// over a zeroed row of the workspace; M = 0 and N = 0 write nothing. Bias values exact in
+// both half formats; a scale of inf gives NaN.
+TEST_CASE("empty operands: K = 0 gives y = 0 * scales + bias, M = 0 and N = 0 write nothing") {
+    const int64_t m = 3, n = 5, ldy = 7;
+    const float scales[n] = {2.0f, -1.0f, 0.5f, 3.0f, INFINITY};
+    const float bias[n] = {1.5f, -2.25f, 0.375f, 0.0f, 1.0f};
+    const uint16_t want_bf16[n] = {0x3FC0, 0xC010, 0x3EC0, 0x0000, 0x7FC0};
+    const uint16_t want_fp16[n] = {0x3E00, 0xC080, 0x3600, 0x0000, 0x7E00};
+    // operands: x (3 x 64 bf16) or W (5 x 64 int8) where M = 0 or N = 0 leaves the other
+    // one non-empty, so its pointer must be real.
+    void *dscales = nullptr, *dbias = nullptr, *dy = nullptr, *operands = nullptr;
+    REQUIRE(cudaMalloc(&operands, 3 * 64 * 2) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dscales, sizeof scales) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dbias, sizeof bias) == cudaSuccess);
+    REQUIRE(cudaMalloc(&dy, m * ldy * 2) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dscales, scales, sizeof scales, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaMemcpy(dbias, bias, sizeof bias, cudaMemcpyHostToDevice) == cudaSuccess);
+    for (schedx_dtype x_dtype : {SCHEDX_BF16, SCHEDX_FP16}) {
+        CAPTURE(int(x_dtype));
+        REQUIRE(cudaMemset(dy, test::kPoison, m * ldy * 2) == cudaSuccess);
+        REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+        // M = 0 and N = 0 first: nothing may land in y.
+        CHECK(schedx_w8_linear(nullptr, 0, 64, 64, x_dtype, static_cast<const int8_t *>(operands), n, 64, dscales,
+                               SCHEDX_FP32, dbias, dy, ldy, SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+        CHECK(schedx_w8_linear(operands, m, 64, 64, x_dtype, nullptr, 0, 64, nullptr, SCHEDX_FP32, nullptr, dy, ldy,
+                               SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+        REQUIRE(schedx_w8_linear(nullptr, m, 0, 0, x_dtype, nullptr, n, 0, dscales, SCHEDX_FP32, dbias, dy, ldy,
+                                 SCHEDX_DEVICE_CUDA, test_stream) == SCHEDX_OK);
+        REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
+        std::vector<uint16_t> y(size_t(m * ldy));
+        REQUIRE(cudaMemcpy(y.data(), dy, m * ldy * 2, cudaMemcpyDeviceToHost) == cudaSuccess);
+        for (int64_t r = 0; r < m; r++) {
+            for (int64_t c = 0; c < ldy; c++) {
+                CAPTURE(r);
+                CAPTURE(c);
+                const uint16_t got = y[size_t(r * ldy + c)];
+                if (c >= n) {
+                    CHECK(got == 0xA5A5);
+                } else if (c == n - 1) {
+                    CHECK((x_dtype == SCHEDX_FP16 ? (got & 0x7C00) == 0x7C00 && (got & 0x3FF)
+                                                  : (got & 0x7F80) == 0x7F80 && (got & 0x7F)));
+                } else {
+                    CHECK(got == (x_dtype == SCHEDX_FP16 ? want_fp16[c] : want_bf16[c]));
+                }
+            }
+        }
+    }
+    for (void *p : {dscales, dbias, dy, operands}) REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

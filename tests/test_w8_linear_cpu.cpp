@@ -127,9 +127,9 @@ TEST_CASE("w8_linear: argument checks give distinct statuses") {
     CHECK(call(x.data(), 2, 8, 8, B, nullptr, 4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_NULL_POINTER);
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, 8, nullptr, B, nullptr, y.data(), 4) == SCHEDX_ERR_NULL_POINTER);
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, 8, s.data(), B, nullptr, nullptr, 4) == SCHEDX_ERR_NULL_POINTER);
-    CHECK(call(x.data(), 0, 8, 8, B, w.data(), 4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_SIZE);
+    CHECK(call(x.data(), -1, 8, 8, B, w.data(), 4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_SIZE);
     CHECK(call(x.data(), 2, -1, 8, B, w.data(), 4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_SIZE);
-    CHECK(call(x.data(), 2, 8, 8, B, w.data(), 0, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_SIZE);
+    CHECK(call(x.data(), 2, 8, 8, B, w.data(), -4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_SIZE);
     CHECK(call(x.data(), 2, 8, 7, B, w.data(), 4, 8, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_LEADING_DIM);
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, 7, s.data(), B, nullptr, y.data(), 4) == SCHEDX_ERR_BAD_LEADING_DIM);
     CHECK(call(x.data(), 2, 8, 8, B, w.data(), 4, 8, s.data(), B, nullptr, y.data(), 3) == SCHEDX_ERR_BAD_LEADING_DIM);

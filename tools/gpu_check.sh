@@ -5,7 +5,7 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
-#   [torchops] [hostops] [train] [decode]  (the last three need torchao on PYTHONPATH for train;
+#   [torchops] [hostops] [train] [decode] [ragged]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [quantize] [quantize_explore]
 #   (default: the first five)
@@ -69,6 +69,17 @@ for step in $steps; do
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
       grep -h "dispatch chose" "$out"/explore_*.md ;;
+    ragged)  # issue 29: the ragged shape sets, every variant timed, dispatch checked; memcheck of the shifted tiles
+      for op in cast_transpose w8_linear; do
+        build/tools/schedx-explore --op $op --device cuda --ragged --db "$out/ragged_tuning.jsonl" ${EXPLORE_ARGS:-} \
+          ${RAGGED_VARIANTS:+--variants "$RAGGED_VARIANTS"} --csv "$out/ragged_$op.csv" > "$out/ragged_$op.md" 2> "$out/ragged_$op.err" || rc=1
+      done
+      grep -h "dispatch chose" "$out"/ragged_*.md
+      SCHEDX_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_tests --test-case='ragged*,empty*,variants with 128*' > "$out/sanitizer_ragged.log" 2>&1 || rc=1
+      tail -n 3 "$out/sanitizer_ragged.log"
+      build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch runs ragged*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
+      tail -n 3 "$out/w8_empty_ragged.log" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

@@ -11,6 +11,8 @@
  * - Calls may be captured into CUDA graphs. Scratch (large-M w8_linear, fused amax) is
  *   kept per stream, and a graph keeps the scratch of the stream it was captured on: do
  *   not replay it concurrently with other schedx calls on that stream.
+ * - Sizes may be 0: an empty operand is valid, as in PyTorch (an MoE expert that received
+ *   no tokens). A pointer to an empty matrix may be NULL and is never read or written.
  * - Every call returns a schedx_status; on failure schedx_last_error() (thread-local)
  *   says which argument was wrong and why. Calls are thread-safe.
  */
@@ -36,7 +38,7 @@ extern "C" {
 typedef SCHEDX_ENUM(schedx_status) {
     SCHEDX_OK = 0,
     SCHEDX_ERR_NULL_POINTER = 1,       /* a required pointer is NULL */
-    SCHEDX_ERR_BAD_SIZE = 2,           /* a size is zero or negative */
+    SCHEDX_ERR_BAD_SIZE = 2,           /* a size is negative */
     SCHEDX_ERR_BAD_LEADING_DIM = 3,    /* a leading dimension is smaller than its row */
     SCHEDX_ERR_OVERLAP = 4,            /* output buffers overlap each other or an input */
     SCHEDX_ERR_UNSUPPORTED_DTYPE = 5,  /* dtype not supported by this operator */
@@ -91,8 +93,15 @@ schedx_status schedx_get_variant(int index, schedx_variant_info *info);
  * x is [M][ldx] of x_dtype (bf16, fp16 or fp32). scale is one float on the same device.
  * rows or cols may be NULL (not computed), not both; amax and scale_inv are both given
  * or both NULL.
- * The aligned fast path is taken when M and K are whole tiles and pointers and leading
- * dimensions are 16-byte aligned; every other shape runs the general variant. */
+ * M = 0 or K = 0 launches no cast: rows and cols are empty (x, rows and cols may be NULL,
+ * both at once), amax is 0 and scale_inv 1 / scale (on CUDA written in stream order by one
+ * one-thread kernel after a 4-byte memset).
+ * The tiled fast path takes M and K of at least one tile (64 or 128) with 16-byte aligned
+ * pointers and leading dimensions; a ragged M or K runs as whole tiles plus the last tile
+ * row or column shifted inwards (up to four launches, which then need M (with cols) and K
+ * (with rows) in 16-byte steps, and K * element size too). Every other shape (M or K below
+ * a tile, rows only 2-byte aligned, dense outputs of a ragged M or K) runs the general
+ * variant. */
 schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
                                         const float *scale, schedx_fp8_format format, uint8_t *rows,
                                         int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,
@@ -105,8 +114,10 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * summed in fp32, the scale is applied once per output and y is rounded to nearest-even
  * once; the cuBLAS path without bias rounds twice, after the matmul and after the scale,
  * as PyTorch's F.linear(x, W.to(x.dtype)) * scales does.
+ * M = 0 or N = 0 writes nothing. K = 0 makes every sum 0: y[m][n] = 0 * scales[n] (+ bias[n]),
+ * rounded once (NaN where a scale is inf or NaN); on CUDA one epilogue kernel after a memset.
  * Fast paths when x and w are 16-byte aligned with 16-byte-multiple row pitches and K is
- * a multiple of 256 or 512: M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
+ * a multiple of 256 or 512 (any N): M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
  * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
  * a workspace cached per device and stream (grown on demand, never freed):
  * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit

@@ -34,6 +34,9 @@ struct OpDriver {
     std::string shape_dims;            // how a shape is written, e.g. "MxK"
     std::vector<std::string> configs;  // argument variations explored, e.g. "bf16", "bf16+amax"
     std::vector<std::vector<int64_t>> cpu_shapes, cuda_shapes;  // defaults per device
+    // --ragged (issue 29): sizes off the tiles and steps, each beside an aligned neighbour,
+    // so that time per byte against that neighbour shows what raggedness costs.
+    std::vector<std::vector<int64_t>> ragged_shapes;
     std::function<std::unique_ptr<Instance>(Backend &, const std::string &config, const std::vector<int64_t> &shape)>
         make;
 };

@@ -45,7 +45,7 @@ struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
     std::vector<std::string> shapes, variants;
     int repeats = 11;
-    bool list = false, all = false, dirty_cache = false, copy_per_shape = false;
+    bool list = false, all = false, dirty_cache = false, copy_per_shape = false, ragged = false;
 };
 
 std::vector<int64_t> parse_shape(const std::string &text, const OpDriver &d) {
@@ -211,6 +211,7 @@ int run(const Options &o) {
     for (const OpDriver *d : selected) {
         std::vector<std::vector<int64_t>> shapes;
         for (const std::string &s : o.shapes) shapes.push_back(parse_shape(s, *d));
+        if (shapes.empty() && o.ragged) shapes = d->ragged_shapes;
         if (shapes.empty()) shapes = b->device() == SCHEDX_DEVICE_CUDA ? d->cuda_shapes : d->cpu_shapes;
         for (const std::string &config : d->configs) {
             for (const auto &shape : shapes) {
@@ -241,6 +242,10 @@ int main(int argc, char **argv) {
     app.add_flag("--all", o.all, "every operator, default shapes")->excludes(op);
     app.add_option("--shapes", o.shapes, "shapes, e.g. 4096x4096,8192x8192 (default: per operator and device)")
         ->delimiter(',');
+    app.add_flag("--ragged", o.ragged,
+                 "the ragged shape set (sizes off the tiles and steps, each beside an aligned neighbour) instead of "
+                 "the default shapes")
+        ->excludes("--shapes");
     app.add_option("--variants", o.variants,
                    "time only variants whose names contain one of these parts, e.g. gemv,b8_ (default: all)")
         ->delimiter(',');

@@ -90,8 +90,8 @@ struct Arg {
     int elem_bytes = 1;
     bool used = true;  // false: ignored by the operator (optional and not given)
     // Filled by plan():
-    bool sizes_known = false;  // rows, cols, ld positive and meaningful
-    uint64_t nominal = 0;      // bytes spanned, when sizes_known and it fits
+    bool sizes_known = false;  // rows, cols not negative, ld meaningful
+    uint64_t nominal = 0;      // bytes spanned, when sizes_known and it fits (0: empty)
     bool too_big = false;      // 64-bit overflow, or past Halide's 32-bit indexing
     std::unique_ptr<Fenced> buf;
     uint8_t *ptr = nullptr;
@@ -99,8 +99,9 @@ struct Arg {
 };
 
 void plan(Arg &a) {
-    if (a.rows <= 0 || a.cols <= 0 || a.ld < a.cols) return;
+    if (a.rows < 0 || a.cols < 0 || a.ld < a.cols) return;
     a.sizes_known = true;
+    if (a.rows == 0 || a.cols == 0) return;  // empty: no bytes, no limits, overlaps nothing
     uint64_t elems = 0, bytes = 0;
     if (__builtin_mul_overflow(uint64_t(a.rows - 1), uint64_t(a.ld), &elems) ||
         __builtin_add_overflow(elems, uint64_t(a.cols), &elems) ||
@@ -112,6 +113,10 @@ void plan(Arg &a) {
     a.too_big = uint64_t(a.rows) > kHalideMax || uint64_t(a.cols) > kHalideMax || uint64_t(a.ld) > kHalideMax ||
                 uint64_t(a.rows) * uint64_t(a.ld) > kHalideMax;
 }
+
+// An empty argument spans no bytes: nothing checks or touches its pointer, it is no alias
+// target, and as an alias it overlaps nothing.
+bool empty(const Arg &a) { return a.sizes_known && a.nominal == 0 && !a.too_big; }
 
 // Gives every used, non-NULL argument memory; returns false when a valid call would need
 // more than kMaxBytes (skipped).
@@ -133,7 +138,7 @@ bool allocate(FuzzedDataProvider &in, std::vector<Arg *> &args, bool must_fail) 
         if (!a->used || a->mode != Mode::alias) continue;
         std::vector<Arg *> targets;
         for (Arg *t : args) {
-            if (t->buf) targets.push_back(t);
+            if (t->buf && t->buf->size()) targets.push_back(t);
         }
         Arg *t = targets[in.ConsumeIntegralInRange<size_t>(0, targets.size() - 1)];
         a->ptr = t->buf->data() + in.ConsumeIntegralInRange<size_t>(0, t->buf->size() - 1);
@@ -174,7 +179,7 @@ void check(schedx_status status, const std::set<schedx_status> &causes, bool for
         if (!causes.empty() && !causes.count(status)) fail("unexpected status " + std::to_string(status));
         if (!*schedx_last_error()) fail("failure without a message");
         for (auto &[buf, old] : before.bytes) {
-            if (std::memcmp(buf->data(), old.data(), old.size()) != 0) fail("a failed call wrote to a buffer");
+            if (!old.empty() && std::memcmp(buf->data(), old.data(), old.size()) != 0) fail("a failed call wrote to a buffer");
         }
         return;
     }
@@ -184,6 +189,7 @@ void check(schedx_status status, const std::set<schedx_status> &causes, bool for
         for (const Arg *a : args) {
             if (a->buf.get() == buf) owner = a;
         }
+        if (old.empty()) continue;  // an empty operand's buffer: no bytes to compare
         if (!owner->is_output) {
             if (std::memcmp(buf->data(), old.data(), old.size()) != 0) fail(std::string(owner->name) + " was written");
             continue;
@@ -243,28 +249,29 @@ Mode mode(FuzzedDataProvider &in, bool is_output, bool optional) {
 // A short buffer ends at a page boundary and an alias points anywhere: either may start
 // off its element size, which the library refuses.
 bool misaligned(const Arg &a) {
-    return a.used && a.ptr && reinterpret_cast<uintptr_t>(a.ptr) % uintptr_t(a.elem_bytes) != 0;
+    return a.used && a.ptr && !empty(a) && reinterpret_cast<uintptr_t>(a.ptr) % uintptr_t(a.elem_bytes) != 0;
 }
 
 // Causes shared by both operators: NULL pointers, sizes, leading dims, byte counts, aliasing.
 // An output can only point into a buffer some other argument owns.
 void resolve_aliases(const std::vector<Arg *> &args) {
     bool any_target = false;
-    for (Arg *a : args) any_target |= a->used && a->mode == Mode::present;
+    for (Arg *a : args) any_target |= a->used && a->mode == Mode::present && !empty(*a);
     for (Arg *a : args) {
         if (a->mode == Mode::alias && !any_target) a->mode = Mode::present;
     }
 }
 
 void common_causes(const std::vector<Arg *> &args, std::set<schedx_status> &causes) {
-    resolve_aliases(args);
-    bool any_alias = false, sizes_ok = true;
+    bool sizes_ok = true;
     for (Arg *a : args) {
         if (!a->used) continue;
-        any_alias |= a->mode == Mode::alias;
         plan(*a);
         sizes_ok &= a->sizes_known;
     }
+    resolve_aliases(args);
+    bool any_alias = false;
+    for (Arg *a : args) any_alias |= a->used && a->mode == Mode::alias && !empty(*a);
     if (!sizes_ok) return;  // the size and leading-dimension checks come first
     for (Arg *a : args) {
         if (a->used && a->too_big) causes.insert(SCHEDX_ERR_SIZE_OVERFLOW);
@@ -296,13 +303,16 @@ void fuzz_cast_transpose(FuzzedDataProvider &in) {
     amax.used = amax.mode != Mode::null;
     scale_inv.used = scale_inv.mode != Mode::null;
 
-    if (x.mode == Mode::null || scale.mode == Mode::null || (!rows.used && !cols.used) || amax.used != scale_inv.used) {
+    // An empty x (M or K of 0) is valid; its matrices may be NULL.
+    const bool empty_x = m == 0 || k == 0;
+    if ((x.mode == Mode::null && !empty_x) || scale.mode == Mode::null || (!rows.used && !cols.used && !empty_x) ||
+        amax.used != scale_inv.used) {
         causes.insert(SCHEDX_ERR_NULL_POINTER);
     }
-    if (m <= 0 || k <= 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
+    if (m < 0 || k < 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
     if (dtype != SCHEDX_BF16 && dtype != SCHEDX_FP16 && dtype != SCHEDX_FP32) causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
     if (format != SCHEDX_E4M3FN && format != SCHEDX_E5M2) causes.insert(SCHEDX_ERR_UNSUPPORTED_FORMAT);
-    if (m > 0 && k > 0 &&
+    if (m >= 0 && k >= 0 &&
         (x.ld < k || (rows.used && rows.ld < k) || (cols.used && cols.ld < m))) {
         causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
     }
@@ -346,15 +356,17 @@ void fuzz_w8_linear(FuzzedDataProvider &in) {
     bias.used = bias.mode != Mode::null;
     y.rows = m, y.cols = n, y.ld = leading_dim(in, n), y.elem_bytes = 2;
 
-    if (x.mode == Mode::null || w.mode == Mode::null || scales.mode == Mode::null || y.mode == Mode::null) {
+    // Empty operands are valid and may be NULL.
+    if ((x.mode == Mode::null && m && k) || (w.mode == Mode::null && n && k) || (scales.mode == Mode::null && n) ||
+        (y.mode == Mode::null && m && n)) {
         causes.insert(SCHEDX_ERR_NULL_POINTER);
     }
-    if (m <= 0 || k <= 0 || n <= 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
+    if (m < 0 || k < 0 || n < 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
     if ((x_dtype != SCHEDX_BF16 && x_dtype != SCHEDX_FP16) ||
         (scales_dtype != SCHEDX_BF16 && scales_dtype != SCHEDX_FP32)) {
         causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
     }
-    if (m > 0 && k > 0 && n > 0 && (x.ld < k || w.ld < k || y.ld < n)) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
+    if (m >= 0 && k >= 0 && n >= 0 && (x.ld < k || w.ld < k || y.ld < n)) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
     std::vector<Arg *> args{&x, &w, &scales, &bias, &y};
     common_causes(args, causes);
     if (!allocate(in, args, !causes.empty())) return;

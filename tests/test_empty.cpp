@@ -1,0 +1,140 @@
+// Empty operands at the C ABI (M, K or N of 0, as an MoE expert without tokens gives): the
+// call succeeds, reads nothing, writes only what an empty operator defines (amax 0 and
+// scale_inv 1 / scale; w8_linear's y = 0 * scales + bias for K = 0), and every other byte,
+// guard bytes included, keeps its poison.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+using test::Guarded;
+
+namespace {
+
+bool untouched(Guarded &g) {
+    for (size_t i = 0; i < g.size(); i++) {
+        if (g.data()[i] != test::kPoison) return false;
+    }
+    return g.guards_intact();
+}
+
+float as_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+}  // namespace
+
+TEST_CASE("cast_transpose: M = 0 or K = 0 writes amax 0 and scale_inv 1 / scale, nothing else") {
+    const struct {
+        int64_t m, k;
+    } shapes[] = {{0, 8}, {5, 0}, {0, 0}, {0, 1}, {1, 0}};
+    for (const auto &shape : shapes) {
+        for (schedx_dtype dtype : {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32}) {
+            for (bool null_pointers : {false, true}) {
+                CAPTURE(shape.m); CAPTURE(shape.k); CAPTURE(int(dtype)); CAPTURE(null_pointers);
+                Guarded x(64), rows(64), cols(64), scale(4), amax(4), scale_inv(4);
+                const float three = 3.0f;
+                std::memcpy(scale.data(), &three, 4);
+                const schedx_status s = schedx_cast_transpose_fp8(
+                    null_pointers ? nullptr : x.data(), shape.m, shape.k, shape.k + 3, dtype, scale.as<float>(),
+                    SCHEDX_E4M3FN, null_pointers ? nullptr : rows.data(), shape.k,
+                    null_pointers ? nullptr : cols.data(), shape.m + 1, amax.as<float>(), scale_inv.as<float>(),
+                    SCHEDX_DEVICE_CPU, nullptr);
+                REQUIRE(s == SCHEDX_OK);
+                CHECK(std::string(schedx_last_error()) == "");
+                CHECK(*amax.as<float>() == 0.0f);
+                CHECK(!std::signbit(*amax.as<float>()));
+                CHECK(*scale_inv.as<float>() == 1.0f / 3.0f);
+                CHECK(untouched(x));
+                CHECK(untouched(rows));
+                CHECK(untouched(cols));
+                CHECK(amax.guards_intact());
+                CHECK(scale_inv.guards_intact());
+            }
+        }
+    }
+}
+
+TEST_CASE("cast_transpose: an empty call without amax writes nothing, rows-only and cols-only alike") {
+    Guarded x(16), rows(16), cols(16), scale(4);
+    const float one = 1.0f;
+    std::memcpy(scale.data(), &one, 4);
+    for (int outputs = 0; outputs < 3; outputs++) {
+        CAPTURE(outputs);
+        CHECK(schedx_cast_transpose_fp8(x.data(), 0, 4, 4, SCHEDX_BF16, scale.as<float>(), SCHEDX_E5M2,
+                                        outputs != 2 ? rows.data() : nullptr, 4, outputs != 1 ? cols.data() : nullptr,
+                                        1, nullptr, nullptr, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    }
+    CHECK(untouched(x));
+    CHECK(untouched(rows));
+    CHECK(untouched(cols));
+}
+
+TEST_CASE("w8_linear: M = 0 or N = 0 writes nothing") {
+    const struct {
+        int64_t m, n, k;
+    } shapes[] = {{0, 4, 8}, {3, 0, 8}, {0, 0, 0}, {0, 4, 0}, {3, 0, 0}};
+    for (const auto &shape : shapes) {
+        for (bool null_pointers : {false, true}) {
+            CAPTURE(shape.m); CAPTURE(shape.n); CAPTURE(shape.k); CAPTURE(null_pointers);
+            Guarded x(64), w(64), scales(64), bias(64), y(64);
+            const bool k_zero = shape.k == 0;
+            // Pointers of empty operands may be NULL; scales are read only when N > 0.
+            const schedx_status s = schedx_w8_linear(
+                null_pointers && (shape.m == 0 || k_zero) ? nullptr : x.data(), shape.m, shape.k, shape.k, SCHEDX_BF16,
+                null_pointers && (shape.n == 0 || k_zero) ? nullptr : w.as<int8_t>(), shape.n, shape.k,
+                null_pointers && shape.n == 0 ? nullptr : scales.data(), SCHEDX_BF16,
+                null_pointers ? nullptr : bias.data(), null_pointers ? nullptr : y.data(), shape.n + 2,
+                SCHEDX_DEVICE_CPU, nullptr);
+            REQUIRE(s == SCHEDX_OK);
+            CHECK(std::string(schedx_last_error()) == "");
+            for (Guarded *g : {&x, &w, &scales, &bias, &y}) CHECK(untouched(*g));
+        }
+    }
+}
+
+TEST_CASE("w8_linear: K = 0 gives y = 0 * scales (+ bias), rounded once to x's dtype, padding untouched") {
+    // bias values chosen at and around the rounding points of both half formats:
+    // 1 + 2^-8 ties to even in bf16 (1.0), + 2^-20 rounds up (1 + 2^-7); fp16 likewise at 2^-11.
+    const float bias_f32[4] = {1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, 1.0f + 0x1p-11f, 1.0f + 0x1p-11f + 0x1p-20f};
+    const uint16_t want_bf16[4] = {0x3F80, 0x3F81, 0x3F80, 0x3F80};
+    const uint16_t want_fp16[4] = {0x3C04, 0x3C04, 0x3C00, 0x3C01};
+    const int64_t m = 3, n = 4, ldy = 6;
+    for (schedx_dtype x_dtype : {SCHEDX_BF16, SCHEDX_FP16}) {
+        for (bool with_bias : {false, true}) {
+            CAPTURE(int(x_dtype)); CAPTURE(with_bias);
+            Guarded scales(16), bias(16), y(m * ldy * 2);
+            const float scale_values[4] = {2.0f, -0.5f, as_float(0x7F800000), as_float(0x7FC00000)};  // inf, NaN
+            std::memcpy(scales.data(), scale_values, 16);
+            std::memcpy(bias.data(), bias_f32, 16);
+            REQUIRE(schedx_w8_linear(nullptr, m, 0, 0, x_dtype, nullptr, n, 0, scales.data(), SCHEDX_FP32,
+                                     with_bias ? bias.data() : nullptr, y.data(), ldy, SCHEDX_DEVICE_CPU,
+                                     nullptr) == SCHEDX_OK);
+            const bool fp16 = x_dtype == SCHEDX_FP16;
+            for (int64_t r = 0; r < m; r++) {
+                for (int64_t c = 0; c < ldy; c++) {
+                    CAPTURE(r); CAPTURE(c);
+                    uint16_t got;
+                    std::memcpy(&got, y.data() + 2 * (r * ldy + c), 2);
+                    if (c >= n) {
+                        CHECK(got == 0xA5A5);  // the caller's padding keeps its poison
+                    } else if (c >= 2) {
+                        // 0 * inf and 0 * NaN are NaN, whatever the bias.
+                        CHECK((fp16 ? (got & 0x7C00) == 0x7C00 && (got & 0x3FF) : (got & 0x7F80) == 0x7F80 && (got & 0x7F)));
+                    } else if (with_bias) {
+                        CHECK(got == (fp16 ? want_fp16[c] : want_bf16[c]));
+                    } else {
+                        CHECK((got & 0x7FFF) == 0);  // +0 or -0 (0 * -0.5)
+                    }
+                }
+            }
+            CHECK(y.guards_intact());
+            CHECK(std::memcmp(bias.data(), bias_f32, 16) == 0);  // inputs are only read
+        }
+    }
+}

@@ -1,0 +1,83 @@
+// Ragged shapes on the CPU: how the whole-tile CUDA kernels cover any M x K of at least
+// one tile (every element once or more, nothing outside, launches 16-byte aligned where the
+// runtime asks for it), and the CPU variants on prime sizes, single rows and columns, odd
+// leading dimensions (2-byte aligned rows) and a NaN or the largest value in the last element.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "cast_transpose_case.h"
+#include "tile_cover.h"
+
+using test::CastTransposeCase;
+using test::check_cast_transpose;
+
+TEST_CASE("cover_with_tiles: every element of every shape from one to three tiles, nothing outside") {
+    const struct {
+        int64_t tm, tk;
+    } tiles[] = {{64, 64}, {128, 128}, {128, 64}, {16, 48}};
+    for (const auto &t : tiles) {
+        for (int64_t m = t.tm; m <= 3 * t.tm; m++) {
+            for (int64_t k = t.tk; k <= 3 * t.tk; k++) {
+                const std::vector<schedx::TileRegion> regions = schedx::cover_with_tiles(m, k, t.tm, t.tk);
+                std::vector<int> covered(size_t(m * k), 0);
+                bool ok = regions.size() == size_t(1 + (m % t.tm != 0) + (k % t.tk != 0) + (m % t.tm && k % t.tk));
+                for (const schedx::TileRegion &r : regions) {
+                    // Whole tiles inside the matrix; the shifted ones start at M - TM or K - TK.
+                    ok &= r.rows > 0 && r.cols > 0 && r.rows % t.tm == 0 && r.cols % t.tk == 0 && r.row0 >= 0 &&
+                          r.col0 >= 0 && r.row0 + r.rows <= m && r.col0 + r.cols <= k;
+                    ok &= (r.row0 == 0 || r.row0 == m - t.tm) && (r.col0 == 0 || r.col0 == k - t.tk);
+                    for (int64_t i = r.row0; ok && i < r.row0 + r.rows; i++) {
+                        for (int64_t j = r.col0; j < r.col0 + r.cols; j++) covered[size_t(i * k + j)]++;
+                    }
+                }
+                for (int c : covered) ok &= c >= 1;
+                if (!ok) {
+                    CAPTURE(t.tm);
+                    CAPTURE(t.tk);
+                    CAPTURE(m);
+                    CAPTURE(k);
+                    FAIL("bad cover");
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byte aligned rows, amax at the edge") {
+    struct Shape {
+        int64_t m, k, ldx, ld_rows, ld_cols;
+    };
+    const Shape shapes[] = {{1, 1, 0, 0, 0},     {1, 8192, 0, 0, 0},   {7, 1637, 0, 0, 0},  {1637, 7, 0, 0, 0},
+                            {1, 7, 9, 8, 3},     {127, 131, 133, 137, 129}, {97, 61, 63, 61, 101}, {299, 401, 0, 0, 0}};
+    for (const Shape &sh : shapes) {
+        for (schedx_dtype dt : {SCHEDX_BF16, SCHEDX_FP16, SCHEDX_FP32}) {
+            for (bool nan : {false, true}) {
+                CAPTURE(sh.m);
+                CAPTURE(sh.k);
+                CAPTURE(sh.ldx);
+                CAPTURE(int(dt));
+                CAPTURE(nan);
+                const int64_t m = sh.m, k = sh.k;
+                const uint32_t last = dt == SCHEDX_FP32 ? (nan ? 0xFFC00001u : 0x47800000u)
+                                                        : (dt == SCHEDX_BF16 ? (nan ? 0xFFC1u : 0x4780u)
+                                                                             : (nan ? 0xFE01u : 0x7BFFu));
+                auto bits = [m, k, dt, last](int64_t i, int64_t j) -> uint32_t {
+                    if (i == m - 1 && j == k - 1) return last;
+                    const float v = float((i * 31 + j * 17) % 1000) / 16.0f - 30.0f;
+                    if (dt == SCHEDX_FP32) return ref::float_to_bits(v);
+                    if (dt == SCHEDX_BF16) return ref::float_to_bf16(v);
+                    const _Float16 h = static_cast<_Float16>(v);  // exact: multiples of 1/16 below 2^6
+                    uint16_t hb;
+                    std::memcpy(&hb, &h, 2);
+                    return hb;
+                };
+                CastTransposeCase c{sh.m, sh.k, sh.ldx, sh.ld_rows, sh.ld_cols, dt, SCHEDX_E4M3FN, 0.5f};
+                c.amax = true;
+                CHECK(check_cast_transpose(c, bits) == "");
+            }
+        }
+    }
+}

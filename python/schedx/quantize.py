@@ -4,6 +4,7 @@ one read of x. Plain ctypes over the C ABI through _capi's loader.
 """
 
 import ctypes
+import sys
 
 from . import _capi
 from ._capi import SchedxError, Status
@@ -67,8 +68,6 @@ def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow
     or float32 scales (axiswise: [M, 1] and [1, K], not inverted, as torchao keeps them),
     shaped by scale_shape(). An orientation not asked for is None in both places.
     """
-    from . import _Array, _empty, _named_dtype, _ptr as ptr_of, _stream
-
     if recipe not in RECIPES:
         raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
     if fmt not in _capi.FP8_FORMATS:
@@ -77,18 +76,45 @@ def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow
         raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"mx_mode must be one of {sorted(MX_MODES)}, got {mx_mode!r}")
     if not rows and not cols:
         raise SchedxError(Status.ERR_NULL_POINTER, "rows and cols are both False: nothing to compute")
-    xa = _Array(x, "x")
-    m, k, ldx = xa.matrix("x")
-    if xa.dtype == _capi.INT8:
+    x, ptr, m, k, ldx, x_code, device, stream, empty = _placed(x)
+    if x_code == _capi.INT8:
         raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
-    fp8 = _named_dtype(xa, "float8_" + fmt)
-    scale_dtype = _named_dtype(xa, "uint8" if recipe == "mxfp8" else "float32")
-    out_rows = _empty(xa, (m, k), fp8) if rows else None
-    out_cols = _empty(xa, (k, m), fp8) if cols else None
-    rs = _empty(xa, scale_shape(recipe, m, k, False), scale_dtype) if rows else None
-    cs = _empty(xa, scale_shape(recipe, m, k, True), scale_dtype) if cols else None
+    fp8, scale_dtype = "float8_" + fmt, "uint8" if recipe == "mxfp8" else "float32"
+    out_rows = empty((m, k), fp8) if rows else None
+    out_cols = empty((k, m), fp8) if cols else None
+    rs = empty(scale_shape(recipe, m, k, False), scale_dtype) if rows else None
+    cs = empty(scale_shape(recipe, m, k, True), scale_dtype) if cols else None
     opts = QuantizeOptions(RECIPES[recipe], _capi.FP8_FORMATS[fmt], int(bool(pow2_scales)), float(epsilon),
                            MX_MODES[mx_mode])
-    _capi.check(_lib().schedx_quantize_fp8(xa.ptr, m, k, ldx, xa.dtype, ctypes.byref(opts), ptr_of(out_rows), k,
-                                           ptr_of(rs), ptr_of(out_cols), m, ptr_of(cs), xa.device, _stream(xa)))
+    _capi.check(_lib().schedx_quantize_fp8(ptr, m, k, ldx, x_code, ctypes.byref(opts), _ptr(out_rows), k, _ptr(rs),
+                                           _ptr(out_cols), m, _ptr(cs), device, stream))
     return out_rows, rs, out_cols, cs
+
+
+def _ptr(a):
+    if a is None:
+        return None
+    return a.data_ptr() if hasattr(a, "data_ptr") else a.__array_interface__["data"][0]
+
+
+def _placed(x):
+    """(x, pointer, M, K, leading dimension, dtype code, device, stream, empty(shape,
+    dtype name) next to x) for a torch tensor (copied to row-major if its last dimension
+    is strided) or a numpy array."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        from . import ops
+        code = ops._X_CODES.get(x.dtype, _capi.INT8 if x.dtype == torch.int8 else None)
+        if code is None:
+            raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, f"x has dtype {x.dtype}, which schedx does not take")
+        x, m, k, ldx = ops._matrix(x, "x")
+        device, stream = ops._device_args(x)
+        return (x, x.data_ptr(), m, k, ldx, code, device, stream,
+                lambda shape, name: x.new_empty(shape, dtype=getattr(torch, name)))
+    from . import _Array
+    import ml_dtypes
+    import numpy as np
+    xa = _Array(x, "x")
+    m, k, ldx = xa.matrix("x")
+    return (x, xa.ptr, m, k, ldx, xa.dtype, _capi.DEVICE_CPU, None,
+            lambda shape, name: np.empty(shape, getattr(np, name, None) or getattr(ml_dtypes, name)))

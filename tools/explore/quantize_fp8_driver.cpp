@@ -214,6 +214,8 @@ const OpDriver &quantize_fp8_driver() {
         {"block1d", "block2d", "mx", "axis"},
         {{128, 128}, {256, 256}, {1000, 1000}, {1024, 1024}},
         {{2048, 2048}, {4096, 4096}, {8192, 8192}, {4096, 14336}, {16384, 4096}},
+        // Ragged blocks beside an aligned neighbour (M, K off 128 and 32).
+        {{4096, 4096}, {4097, 4096}, {4096, 4001}, {2999, 4001}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {
             return std::make_unique<Quantize>(b, config, shape[0], shape[1]);
         }};

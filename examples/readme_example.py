@@ -1,6 +1,5 @@
 import ml_dtypes
 import numpy as np
-
 import schedx
 
 rng = np.random.default_rng(0)

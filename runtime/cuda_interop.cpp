@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "HalideRuntimeCuda.h"
+#include "ptx_rewrite.h"
 #include "status.h"
 
 namespace schedx {
@@ -34,6 +35,8 @@ struct Driver {
     CUresult (*cuDeviceGet)(int *, int);
     CUresult (*cuDeviceGetName)(char *, int, int);
     CUresult (*cuDevicePrimaryCtxRetain)(void **, int);
+    CUresult (*cuDeviceGetAttribute)(int *, int, int);
+    CUresult (*cuCtxGetDevice)(int *);
     CUresult (*cuDriverGetVersion)(int *);
     CUresult (*cuMemAlloc)(uint64_t *, size_t);
     CUresult (*cuMemsetD32Async)(uint64_t, unsigned, size_t, void *);
@@ -41,6 +44,7 @@ struct Driver {
     CUresult (*cuCtxPopCurrent)(void **);
     CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
     std::atomic<void *> contexts[kMaxDevices] = {};
+    std::atomic<int> sms[kMaxDevices] = {};  // compute capability of each retained context's device
     std::mutex mutex;  // serializes retaining a primary context
     bool ok = false;
     std::string error;
@@ -66,6 +70,7 @@ Driver &driver() {
               sym(d.cuPointerGetAttributes, "cuPointerGetAttributes") &&
               sym(d.cuDeviceGet, "cuDeviceGet") && sym(d.cuDeviceGetName, "cuDeviceGetName") &&
               sym(d.cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain") &&
+              sym(d.cuDeviceGetAttribute, "cuDeviceGetAttribute") && sym(d.cuCtxGetDevice, "cuCtxGetDevice") &&
               sym(d.cuDriverGetVersion, "cuDriverGetVersion") && sym(d.cuMemAlloc, "cuMemAlloc_v2") &&
               sym(d.cuMemsetD32Async, "cuMemsetD32Async") &&
               sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
@@ -103,8 +108,43 @@ thread_local int jit_max_registers = 0;
 using ModuleLoadDataEx = CUresult (*)(void **, const void *, unsigned, int *, void **);
 ModuleLoadDataEx module_load_data_ex = nullptr;
 
+constexpr int kAttributeComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+constexpr int kAttributeComputeCapabilityMinor = 76;
+constexpr CUresult kErrorInvalidPtx = 218;            // CUDA_ERROR_INVALID_PTX
+thread_local std::string ptx_load_error;
+
+// 10 * major + minor of device `dev`, 0 if unknown.
+int device_sm(Driver &d, int dev) {
+    int major = 0, minor = 0;
+    if (d.cuDeviceGetAttribute(&major, kAttributeComputeCapabilityMajor, dev) != 0 ||
+        d.cuDeviceGetAttribute(&minor, kAttributeComputeCapabilityMinor, dev) != 0) {
+        return 0;
+    }
+    return 10 * major + minor;
+}
+
+// Modules whose PTX calls schedx_ptx_* functions are rewritten before the driver sees them
+// (ptx_rewrite.h); what fails is reported as invalid PTX, with the reason kept for
+// PipelineCall's message. Halide loads a module once per context, so this runs once per
+// pipeline and device.
+CUresult module_load_rewritten(void **module, const void *image, unsigned n, int *options, void **values) {
+    const char *ptx = static_cast<const char *>(image);
+    if (!ptx || std::memcmp(ptx, "\x7f" "ELF", 4) == 0 || !ptx_has_schedx_calls(ptx)) {
+        return module_load_data_ex(module, image, n, options, values);
+    }
+    Driver &d = driver();
+    int dev = -1;
+    const int sm = d.cuCtxGetDevice(&dev) == 0 ? device_sm(d, dev) : 0;
+    PtxRewrite r = rewrite_ptx_calls(ptx, sm);
+    if (!r.ok) {
+        ptx_load_error = "PTX rewrite: " + r.error;
+        return kErrorInvalidPtx;
+    }
+    return module_load_data_ex(module, r.ptx.c_str(), n, options, values);
+}
+
 CUresult module_load_data_ex_capped(void **module, const void *image, unsigned n, int *options, void **values) {
-    if (jit_max_registers <= 0) return module_load_data_ex(module, image, n, options, values);
+    if (jit_max_registers <= 0) return module_load_rewritten(module, image, n, options, values);
     std::vector<int> opts(options, options + n);
     std::vector<void *> vals(values, values + n);
     void *cap = reinterpret_cast<void *>(static_cast<uintptr_t>(jit_max_registers));
@@ -115,7 +155,7 @@ CUresult module_load_data_ex_capped(void **module, const void *image, unsigned n
         opts.push_back(kJitMaxRegisters);
         vals.push_back(cap);
     }
-    return module_load_data_ex(module, image, unsigned(opts.size()), opts.data(), vals.data());
+    return module_load_rewritten(module, image, unsigned(opts.size()), opts.data(), vals.data());
 }
 
 // Halide launches every kernel with cuLaunchKernel, handed this wrapper as well: inside
@@ -264,6 +304,7 @@ schedx_status cuda_context_for(const void *ptr, const char *arg_name, void **con
         if (d.cuDeviceGet(&dev, ordinal) != 0 || d.cuDevicePrimaryCtxRetain(&retained, dev) != 0) {
             return fail(SCHEDX_ERR_NO_CUDA, "cannot retain the primary context of device " + std::to_string(ordinal));
         }
+        d.sms[ordinal].store(device_sm(d, dev), std::memory_order_relaxed);
         d.contexts[ordinal].store(retained, std::memory_order_release);
     }
     *context = d.contexts[ordinal].load();
@@ -303,6 +344,17 @@ bool driver_loaded() {
 }
 
 }  // namespace
+
+int cuda_context_sm(void *context) {
+    if (!context) return 0;
+    Driver &d = driver();
+    for (int i = 0; i < kMaxDevices; i++) {
+        if (d.contexts[i].load(std::memory_order_acquire) == context) return d.sms[i].load(std::memory_order_relaxed);
+    }
+    return 0;
+}
+
+std::string take_ptx_load_error() { return std::exchange(ptx_load_error, std::string()); }
 
 bool is_known_device_pointer(const void *ptr) {
     if (!driver_loaded()) return false;

@@ -41,6 +41,12 @@ schedx_status cuda_init();
 // `ptr` is not device memory).
 schedx_status cuda_context_for(const void *ptr, const char *arg_name, void **context);
 
+// The compute capability (10 * major + minor) of the device of a context that
+// cuda_context_for returned; 0 for any other. Dispatch skips variants whose min_sm is higher.
+int cuda_context_sm(void *context);
+// Why the last module load on this thread failed in schedx's PTX rewrite (then cleared);
+// "" if it did not.
+std::string take_ptx_load_error();
 // True only when the driver is already loaded in this process and says `ptr` is device
 // memory: lets the CPU path reject device pointers without ever starting CUDA itself.
 bool is_known_device_pointer(const void *ptr);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "status.h"
 #include "tuning_db.h"
@@ -33,13 +34,13 @@ thread_local std::map<std::string, DispatchTrace> last_choice;
 
 }  // namespace
 
-RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
                                const std::function<bool(const Variant &)> &can_run,
                                const std::function<bool(const Variant &)> &demote) {
     using List = std::vector<const Variant *>;
     static std::mutex mutex;
-    static std::map<std::pair<const void *, RunKey>, std::shared_ptr<const List>> cache;
-    const auto cache_key = std::make_pair(static_cast<const void *>(&candidates), key);
+    static std::map<std::tuple<const void *, RunKey, int>, std::shared_ptr<const List>> cache;
+    const auto cache_key = std::make_tuple(static_cast<const void *>(&candidates), key, device_sm);
     {
         std::lock_guard<std::mutex> lock(mutex);
         auto it = cache.find(cache_key);
@@ -47,7 +48,9 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
     }
     auto runnable = std::make_shared<List>();
     for (const Variant *v : candidates) {
-        if (can_run(*v)) runnable->push_back(v);
+        if (v->min_sm <= device_sm || v->device != Device::cuda) {
+            if (can_run(*v)) runnable->push_back(v);
+        }
     }
     if (demote) {
         std::stable_partition(runnable->begin(), runnable->end(), [&](const Variant *v) { return !demote(*v); });
@@ -78,7 +81,7 @@ schedx_status choose_uncached(const Workload &w, const std::vector<const Variant
             for (const Variant *v : candidates) is_candidate |= v->name == forced_name;
             return fail(SCHEDX_ERR_VARIANT_CANNOT_RUN,
                         "forced variant " + forced_name +
-                            (is_candidate ? " cannot run this shape or alignment"
+                            (is_candidate ? " cannot run this shape or alignment, or on this device"
                                           : " does not implement this device, dtype or output set"));
         }
         *reason = "forced";

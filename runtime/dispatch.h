@@ -39,10 +39,12 @@ const DispatchTrace *last_dispatch(const std::string &op);
 // was most of the host time of a small call.
 // Variants for which `demote` holds go after the others (the untuned preference for calls
 // where they are known to lose; the tuning database still measures and may pick them).
+// Variants whose min_sm exceeds `device_sm` (the call's device; 0 on the CPU) are left
+// out: on an older GPU their integer twins run.
 // Shared, not copied: the list is read on every call.
 using RunKey = std::array<int64_t, 12>;
 using RunnableList = std::shared_ptr<const std::vector<const Variant *>>;
-RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key,
+RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
                                const std::function<bool(const Variant &)> &can_run,
                                const std::function<bool(const Variant &)> &demote = nullptr);
 

@@ -119,11 +119,14 @@ schedx_status PipelineCall::run() {
         }
     }
     halide_message.clear();
+    if (variant_.device == Device::cuda) take_ptx_load_error();  // a reason left by an earlier load is not this call's
     const JitRegisterCap cap(variant_.jit_max_registers);
     int r = variant_.argv(argv.data());
     if (r != 0) {
+        const std::string ptx_error = variant_.device == Device::cuda ? take_ptx_load_error() : std::string();
         return fail(SCHEDX_ERR_KERNEL, variant_.name + " failed (Halide error " + std::to_string(r) + "): " +
-                                           (halide_message.empty() ? "no message" : halide_message));
+                                           (halide_message.empty() ? "no message" : halide_message) +
+                                           (ptx_error.empty() ? "" : "; " + ptx_error));
     }
     return SCHEDX_OK;
 }

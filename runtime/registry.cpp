@@ -77,6 +77,7 @@ const std::vector<Variant> &registry() {
                 if (eq != std::string::npos) v.params[kv.substr(0, eq)] = kv.substr(eq + 1);
             }
             v.jit_max_registers = v.param_int("jit_max_registers", 0);
+            v.min_sm = v.param_int("min_sm", 0);
             for (const auto &[part, cap] : overrides) {
                 if (v.name.find(part) == std::string::npos) continue;
                 v.jit_max_registers = cap;

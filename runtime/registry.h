@@ -38,6 +38,9 @@ struct Variant {
     // CUDA: the register cap its kernels are JIT-compiled with (variants.json's
     // jit_max_registers; 0: Halide's default of 64).
     int jit_max_registers = 0;
+    // CUDA: the compute capability (10 * major + minor) its kernels need (variants.json's
+    // min_sm, for instructions the runtime's PTX rewrite adds; 0: any device Halide targets).
+    int min_sm = 0;
 
     // Views, not copies: eligibility checks read parameters on every call.
     std::string_view param(std::string_view key, std::string_view fallback = {}) const;

@@ -293,7 +293,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
     const auto runnable = runnable_variants(
-        candidates, key, [&](const Variant &v) { return can_run(v, c); },
+        candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
         [&](const Variant &v) { return loses_untuned(v, c); });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
@@ -303,9 +303,11 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);
     // The lane-layout kernels read each weight once: W streams through L2 so that it does
-    // not evict x, y and what the caller's other kernels keep there.
+    // not evict x, y and what the caller's other kernels keep there (evict_first variants
+    // mark their loads so instead).
     const std::string_view schedule = v->param("schedule");
-    const bool w_read_once = schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk";
+    const bool w_read_once = (schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk") &&
+                             v->param("evict_first") != "true";
     const L2StreamingWindow window(c.w, w_read_once ? size_t((c.n - 1) * c.ldw + c.k) : 0);
     return call.run();
 }

@@ -51,8 +51,9 @@ foreach (_i RANGE ${_last_op})
     endif ()
     # Runtime settings, not generator parameters: the CUDA JIT's register cap, the
     # cuBLASLt configuration of a planes variant's GEMM, the cuBLASLt heuristic's rank for
-    # a rescale variant's GEMM, and kernels_of (below).
-    foreach (_setting jit_max_registers cublaslt_config cublaslt_heuristic_rank kernels_of)
+    # a rescale variant's GEMM, the device capability its rewritten PTX needs (min_sm),
+    # and kernels_of (below).
+    foreach (_setting jit_max_registers cublaslt_config cublaslt_heuristic_rank min_sm kernels_of)
       string(JSON _val ERROR_VARIABLE _no_setting GET "${_v}" ${_setting})
       if (_no_setting STREQUAL "NOTFOUND")
         string(APPEND _param_text "${_setting}=${_val} ")

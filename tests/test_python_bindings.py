@@ -8,7 +8,6 @@ just built and PYTHONPATH to python/.
 import os
 import sys
 import tempfile
-import types
 import unittest
 
 import ml_dtypes
@@ -187,6 +186,22 @@ class CastTransposeTest(unittest.TestCase):
         self.assertNotIn("torch", sys.modules)
 
 
+class AbsMaxTest(unittest.TestCase):
+    def test_every_16bit_pattern_and_empty(self):
+        x = all_16bit_patterns()
+        for name, arr in (("bf16", x.view(ml_dtypes.bfloat16)), ("fp16", x.view(np.float16))):
+            with self.subTest(name):
+                finite = arr.astype(np.float32)
+                self.assertTrue(np.isnan(schedx.abs_max(arr)[0]))  # NaN patterns are among them
+                finite = np.where(np.isnan(finite), 0, finite)
+                want = np.abs(finite).max()
+                self.assertEqual(schedx.abs_max(finite.astype(arr.dtype))[0], want)
+        rng = np.random.default_rng(5)
+        y = (rng.standard_normal((37, 80)) * 9).astype(np.float32)
+        self.assertEqual(schedx.abs_max(y[:, 5:61])[0], np.abs(y[:, 5:61]).max())
+        self.assertEqual(schedx.abs_max(np.ones((0, 3), np.float32))[0], 0.0)
+
+
 class ErrorTest(unittest.TestCase):
     x = np.ones((8, 16), dtype=ml_dtypes.bfloat16)
 
@@ -350,161 +365,6 @@ class W8LinearTest(unittest.TestCase):
                     schedx.w8_linear(*args)
                 self.assertEqual(cm.exception.status, status)
                 self.assertIn(text, cm.exception.message)
-
-
-class FakeTensor:
-    """The torch.Tensor accessors the package reads, over made-up device addresses: the
-    torch fast path can be checked without torch (not installed on CI)."""
-
-    _next_ptr = [1 << 32]
-
-    def __init__(self, shape, dtype, strides=None, device=0, ptr=None):
-        self.shape, self.dtype, self._device = tuple(shape), dtype, device
-        if strides is None:
-            strides, step = [], 1
-            for d in reversed(self.shape):
-                strides.insert(0, step)
-                step *= max(d, 1)
-        self._strides = tuple(strides)
-        if ptr is None:
-            ptr = FakeTensor._next_ptr[0]
-            FakeTensor._next_ptr[0] += 1 << 24
-        self._ptr = ptr
-
-    def stride(self):
-        return self._strides
-
-    def get_device(self):
-        return self._device
-
-    def data_ptr(self):
-        return self._ptr
-
-    is_cuda = property(lambda self: self._device >= 0)
-    is_cpu = property(lambda self: self._device < 0)
-    device = property(lambda self: f"cuda:{self._device}" if self._device >= 0 else "cpu")
-    T = property(lambda self: FakeTensor(self.shape[::-1], self.dtype, self._strides[::-1], self._device, self._ptr))
-
-
-def fake_torch():
-    torch = types.ModuleType("torch")
-    torch.Tensor = FakeTensor
-    for name in ("bfloat16", "float16", "float32", "int8", "float8_e4m3fn", "float8_e5m2"):
-        setattr(torch, name, type(name, (), {"__repr__": lambda self, n=name: f"torch.{n}"})())
-    torch.empty = lambda shape, dtype, device: FakeTensor(shape, dtype, device=device)
-    torch.full = lambda shape, value, dtype, device: FakeTensor(shape, dtype, device=device)
-    torch._C = types.SimpleNamespace(_cuda_getCurrentRawStream=lambda device: 0x5000 + device)
-    return torch
-
-
-class Recorder:
-    """Stands in for the C library: records each call's arguments, returns OK."""
-
-    def __init__(self):
-        self.calls = []
-
-    def schedx_w8_linear(self, *args):
-        self.calls.append(args)
-        return 0
-
-    def schedx_cast_transpose_fp8(self, *args):
-        self.calls.append(args)
-        return 0
-
-
-class TorchFastPathTest(unittest.TestCase):
-    """The torch CUDA fast path hands the C ABI exactly the arguments the checking path
-    derives, for every layout it takes, and leaves every other layout to that path."""
-
-    def setUp(self):
-        self.torch = fake_torch()
-        sys.modules["torch"] = self.torch
-        self.addCleanup(self.forget_torch)  # also when setUp fails part way
-        self.fast = schedx._torch_fast()
-        self.recorder = Recorder()
-        self.fast.lib = self.recorder
-
-    @staticmethod
-    def forget_torch():
-        sys.modules.pop("torch", None)
-        schedx._fast = None
-        schedx._dtype_maps.pop("torch", None)
-
-    def both_paths(self, fn, *args, **kw):
-        """The C arguments of fn through the fast path and through the checking path."""
-        fn(*args, **kw)
-        fast = self.recorder.calls.pop()
-        saved_fast, saved_lib = schedx._torch_fast, schedx._capi.lib
-        schedx._fast, schedx._torch_fast, schedx._capi.lib = None, lambda: None, lambda: self.recorder
-        try:
-            fn(*args, **kw)
-        finally:
-            schedx._torch_fast, schedx._capi.lib = saved_fast, saved_lib
-            schedx._fast = self.fast
-        return fast, self.recorder.calls.pop()
-
-    def test_w8_linear_layouts(self):
-        t = self.torch
-        n, k = 96, 256
-        w = FakeTensor((n, k), t.int8)
-        s16, s32 = FakeTensor((n,), t.bfloat16), FakeTensor((n,), t.float32)
-        cases = {
-            "M = 1": (FakeTensor((1, k), t.bfloat16), w, s16, None),
-            "M = 5, fp16, fp32 scales": (FakeTensor((5, k), t.float16), w, s32, None),
-            "padded rows of x and W": (FakeTensor((3, k), t.bfloat16, (k + 8, 1)),
-                                       FakeTensor((n, k), t.int8, (k + 16, 1)), s16, None),
-            "bias": (FakeTensor((2, k), t.bfloat16), w, s16, FakeTensor((n,), t.bfloat16)),
-            "M = 1 with any row stride": (FakeTensor((1, k), t.bfloat16, (7, 1)), w, s16, None),
-        }
-        for name, (x, w_, sc, b) in cases.items():
-            with self.subTest(name):
-                out = FakeTensor((x.shape[0], n), x.dtype, (n + 4, 1) if x.shape[0] > 1 else None)
-                fast, checked = self.both_paths(schedx.w8_linear, x, w_, sc, bias=b, out=out)
-                self.assertEqual(fast, checked)
-                self.assertEqual(fast[-1], 0x5000)  # the device's current stream
-                # New output: the same call but for y's (new) address.
-                fast, checked = self.both_paths(schedx.w8_linear, x, w_, sc, bias=b)
-                self.assertEqual(fast[:11] + fast[12:], checked[:11] + checked[12:])
-
-    def test_w8_linear_leaves_other_layouts(self):
-        t = self.torch
-        x, w, sc = FakeTensor((2, 64), t.bfloat16), FakeTensor((8, 64), t.int8), FakeTensor((8,), t.bfloat16)
-        declined = {
-            "x transposed": (FakeTensor((64, 2), t.bfloat16).T, w, sc, None, None),
-            "one column": (FakeTensor((2, 1), t.bfloat16), FakeTensor((8, 1), t.int8), sc, None, None),
-            "W on another device": (x, FakeTensor((8, 64), t.int8, device=1), sc, None, None),
-            "x on the CPU": (FakeTensor((2, 64), t.bfloat16, device=-1), w, sc, None, None),
-            "W not int8": (x, FakeTensor((8, 64), t.float32), sc, None, None),
-            "K mismatch": (x, FakeTensor((8, 32), t.int8), sc, None, None),
-            "scales strided": (x, w, FakeTensor((8,), t.bfloat16, (2,)), None, None),
-            "bias dtype": (x, w, sc, FakeTensor((8,), t.float32), None),
-            "out too small": (x, w, sc, None, FakeTensor((2, 4), t.bfloat16)),
-            "rows overlap": (FakeTensor((2, 64), t.bfloat16, (32, 1)), w, sc, None, None),
-        }
-        for name, args in declined.items():
-            with self.subTest(name):
-                self.assertIsNone(schedx._w8_linear_cuda(self.fast, *args))
-        self.assertEqual(self.recorder.calls, [])
-
-    def test_cast_transpose(self):
-        t = self.torch
-        scale = FakeTensor((1,), t.float32)
-        for x, kw in ((FakeTensor((64, 96), t.bfloat16), {}),
-                      (FakeTensor((5, 40), t.float32, (48, 1)), {"fmt": "e5m2", "amax": True}),
-                      (FakeTensor((1, 16), t.float16), {"cols": False})):
-            with self.subTest(shape=x.shape, **kw):
-                fast, checked = self.both_paths(schedx.cast_transpose_fp8, x, scale, **kw)
-                outputs = (7, 9, 11, 12)  # new allocations on each path
-                self.assertEqual([a for i, a in enumerate(fast) if i not in outputs],
-                                 [a for i, a in enumerate(checked) if i not in outputs])
-                self.assertEqual([a is None for a in (fast[i] for i in outputs)],
-                                 [a is None for a in (checked[i] for i in outputs)])
-        for name, (x, sc) in {"x int8": (FakeTensor((4, 4), t.int8), scale),
-                              "scale float16": (FakeTensor((4, 4), t.bfloat16), FakeTensor((1,), t.float16)),
-                              "scale on another device": (FakeTensor((4, 4), t.bfloat16),
-                                                          FakeTensor((1,), t.float32, device=1))}.items():
-            with self.subTest(name):
-                self.assertIsNone(schedx._cast_transpose_cuda(self.fast, x, sc, "e4m3fn", True, True, False))
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
+#   [torchops] [hostops] [train] [decode]  (the last three need torchao on PYTHONPATH for train;
+#   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   (default: the first five)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
@@ -20,6 +22,8 @@ dest=${OUT:-gpu_out}
 out=$(mktemp -d)
 mkdir -p "$dest"
 export PATH=/usr/local/cuda/bin:$PATH
+# The PTX rewrite's CUDA test reads its stored modules from here, wherever the build was made.
+export SCHEDX_PTX_SAMPLES=$PWD/tests/data/ptx
 commit=${SCHEDX_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 steps=${*:-tests sanitize explore hostcost torch}
 summary=()
@@ -28,7 +32,7 @@ for step in $steps; do
   rc=0
   case $step in
     tests)  # both binaries run; the step fails if either does
-      for t in schedx_cuda_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests; do
+      for t in schedx_cuda_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests schedx_cuda_ptx_tests; do
         build/tests/$t > "$out/$t.log" 2>&1 || rc=1
         tail -n 6 "$out/$t.log"
       done ;;
@@ -90,10 +94,42 @@ for step in $steps; do
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py --flush \
         ${KERNELS_SHAPES:-4096x14336x4096 1024x14336x4096} > "$out/torch_kernels_flush.md" 2>&1 || rc=1
       grep -E "sum per call|fill end|do_bench" "$out/torch_kernels_flush.md" ;;
+    ptx)  # issue 31: kernels with PTX the runtime rewrites: tests, memcheck, no CALL in the SASS,
+      # then the hardware-encoder casts and the evict-first GEMVs timed beside their integer /
+      # L2-window twins (back to back and after a dirty L2, as do_bench times).
+      build/tests/schedx_cuda_ptx_tests > "$out/ptx_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/ptx_tests.log"
+      SCHEDX_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_ptx_tests > "$out/sanitizer_memcheck_schedx_cuda_ptx_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/sanitizer_memcheck_schedx_cuda_ptx_tests.log"
+      tools/ptx_rewrite_check.sh build > "$out/ptx_rewrite_check.md" 2>&1 || rc=1
+      cat "$out/ptx_rewrite_check.md"
+      for mode in back_to_back dirty_cache; do
+        flag=$([ $mode = dirty_cache ] && echo --dirty-cache)
+        build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/ptx_tuning.jsonl" $flag \
+          --shapes 8192x8192,4096x14336,16384x4096 --variants bf16_e4m3_t64r8w4,bf16_e4m3_t64r4w8,bf16_e4m3_t128x64r8w4,bf16_e4m3_t128r16w4 \
+          > "$out/ptx_explore_cast_$mode.md" 2>&1 || rc=1
+        build/tools/schedx-explore --op w8_linear --device cuda --db "$out/ptx_tuning.jsonl" $flag \
+          --shapes 1x8192x8192,1x14336x4096,1x4096x14336,4x8192x8192 \
+          --variants gemv_r2w16_coalesced,gemv_r2w8_coalesced,gemv_r4w16_coalesced,splitk4_r2w4,b4_r4w4_coalesced \
+          > "$out/ptx_explore_w8_$mode.md" 2>&1 || rc=1
+      done
+      grep -h "dispatch chose" "$out"/ptx_explore_*.md ;;
     pyprofile)  # issue 5: where the Python API's host time goes
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/python_host_profile.py \
         > "$out/python_host_profile.md" 2>&1 || rc=1
       grep -A4 "^| function" "$out/python_host_profile.md" ;;
+    torchops)  # torch.ops.schedx and schedx.nn on CUDA and CPU tensors: opcheck, compile, CUDA graphs
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" \
+        timeout "${TORCHOPS_TIMEOUT:-240}" python3 tests/test_torch_ops.py -v > "$out/torch_ops_tests.log" 2>&1 || rc=1
+      tail -n 4 "$out/torch_ops_tests.log" ;;
+    hostops|train|decode)  # issue 28: host time per op call; float8 training step; int8 decode
+      script=$(case $step in hostops) echo op_host_cost.py;; train) echo float8_train_step.py;;
+                             decode) echo llama_decode.py;; esac)
+      (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
+         timeout "${BENCH_TIMEOUT:-400}" python3 "$script" --commit "$commit" --out "$out/$step.md" \
+         ${DECODE_ARGS:+$([ "$step" = decode ] && echo "$DECODE_ARGS")} > "$out/$step.log" 2>&1) || rc=1
+      tail -n 14 "$out/$step.md" 2>/dev/null || tail -n 5 "$out/$step.log" ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

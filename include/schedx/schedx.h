@@ -124,6 +124,12 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,
                                const void *bias, void *y, int64_t ldy, schedx_device device, void *stream);
 
+/* max |x| over x [M][ldx] (bf16, fp16 or fp32) into the one float amax, for current
+ * (just-in-time) scaling: NaN if any element is NaN, 0 for an empty x (M or K = 0, no
+ * kernel launched). */
+schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, float *amax,
+                             schedx_device device, void *stream);
+
 /* Forces the variant of `op` ("cast_transpose", "w8_linear") by registry name for the
  * calls that follow in this process; NULL or "" returns to automatic dispatch. */
 schedx_status schedx_force_variant(const char *op, const char *variant);

@@ -1,13 +1,16 @@
-"""schedx from Python: ctypes over libschedx.so.
+"""schedx from Python.
 
-torch tensors run where they live (CUDA tensors on their device's current stream, CPU
-tensors on the CPU variants) and give torch tensors back; numpy arrays run the CPU
-variants and give numpy arrays back (bf16 as ml_dtypes.bfloat16 or raw uint16 bits, fp8
-as ml_dtypes.float8_*). Neither torch nor numpy is imported here: each is touched only
-when an argument is one of its arrays, so the package imports with either alone.
+torch tensors go through the registered operators torch.ops.schedx.* (schedx.ops, which
+torch.compile traces and CUDA graphs capture): CUDA tensors run on their device's current
+stream, CPU tensors on the CPU variants. numpy arrays run the CPU variants through the C
+ABI and give numpy arrays back (bf16 as ml_dtypes.bfloat16 or raw uint16 bits, fp8 as
+ml_dtypes.float8_*). Importing schedx registers the torch operators when torch is already
+imported, and otherwise on first use, so the package imports with numpy alone.
+Drop-in modules: schedx.nn.
 
-The library is found through SCHEDX_LIBRARY, else build/runtime/libschedx.so of this
-repository, else the dynamic loader's path.
+The library is found through SCHEDX_LIBRARY, else libschedx.so inside this package (a
+wheel from `pip install .`), else build/runtime/libschedx.so of this repository, else the
+dynamic loader's path.
 """
 
 import collections
@@ -19,56 +22,48 @@ from . import _capi
 from ._capi import SchedxError, Status
 
 __all__ = [
-    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "w8_linear", "has_w8_linear", "variants",
+    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "abs_max", "w8_linear", "has_w8_linear", "variants",
     "force_variant", "forcing", "last_variant", "last_reason",
 ]
 
 Variant = collections.namedtuple("Variant", "name op device params")
 
+
 def _error(status, message):
     return SchedxError(status, message)
 
 
-class _Array:
-    """One argument seen through the C ABI: element pointer, shape, strides in
-    elements, schedx dtype code and device, whichever library it comes from."""
+def _torch_ops(obj):
+    """torch.ops.schedx if `obj` is a torch.Tensor (registering the operators on first
+    use), else None. torch is never imported here: a tensor means it already is."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.Tensor):
+        return None
+    from . import ops  # noqa: F401
+    return torch.ops.schedx
 
-    __slots__ = ("obj", "kind", "dtype", "shape", "strides", "ptr", "device", "torch_device")
+
+class _Array:
+    """One numpy argument seen through the C ABI: element pointer, shape, strides in
+    elements and schedx dtype code."""
+
+    __slots__ = ("obj", "dtype", "shape", "strides", "ptr")
 
     def __init__(self, obj, name, expect=None):
-        """expect: the one dtype object `obj` must have (outputs), else any schedx input dtype."""
-        self.obj = obj
-        torch = sys.modules.get("torch")
+        """expect: the one dtype `obj` must have (outputs), else any schedx input dtype."""
         np = sys.modules.get("numpy")
-        if torch is not None and isinstance(obj, torch.Tensor):
-            self.kind = "torch"
-            self.dtype = _torch_dtypes(torch).get(obj.dtype) if expect is None else obj.dtype
-            self.shape = tuple(obj.shape)
-            self.strides = obj.stride()
-            self.ptr = obj.data_ptr()
-            # The device as an int index ("cpu" for the host): Tensor.device builds a new
-            # torch.device object on every access, and a call reads it for every argument.
-            if obj.is_cuda:
-                self.device, self.torch_device = _capi.DEVICE_CUDA, obj.get_device()
-            elif obj.is_cpu:
-                self.device, self.torch_device = _capi.DEVICE_CPU, "cpu"
-            else:
-                raise _error(Status.ERR_BAD_DEVICE, f"{name} is on {obj.device}; schedx runs on cuda and cpu")
-        elif np is not None and isinstance(obj, np.ndarray):
-            self.kind = "numpy"
-            self.dtype = _numpy_dtypes(np).get(obj.dtype) if expect is None else obj.dtype
-            self.shape = obj.shape
-            item = obj.dtype.itemsize
-            if any(s % item for s in obj.strides):
-                raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} has strides {obj.strides} that are not "
-                             f"whole elements of {item} bytes")
-            self.strides = tuple(s // item for s in obj.strides)
-            self.ptr = obj.__array_interface__["data"][0]
-            self.torch_device = None
-            self.device = _capi.DEVICE_CPU
-        else:
+        if np is None or not isinstance(obj, np.ndarray):
             raise _error(Status.ERR_UNSUPPORTED_DTYPE,
                          f"{name} is a {type(obj).__name__}; expected a torch.Tensor or numpy.ndarray")
+        self.obj = obj
+        self.dtype = _numpy_dtypes(np).get(obj.dtype) if expect is None else obj.dtype
+        self.shape = obj.shape
+        item = obj.dtype.itemsize
+        if any(s % item for s in obj.strides):
+            raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} has strides {obj.strides} that are not "
+                         f"whole elements of {item} bytes")
+        self.strides = tuple(s // item for s in obj.strides)
+        self.ptr = obj.__array_interface__["data"][0]
         if expect is not None and obj.dtype != expect:
             raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"{name} must have dtype {expect}, got {obj.dtype}")
         if self.dtype is None:
@@ -80,7 +75,7 @@ class _Array:
             raise _error(Status.ERR_BAD_SIZE, f"{name} must be 2-D, got shape {self.shape}")
         m, k = self.shape
         if m == 0 or k == 0:
-            return m, k, k  # strides of empty arrays mean nothing; the C ABI rejects the size
+            return m, k, k  # strides of empty arrays mean nothing
         col_stride = 1 if k == 1 else self.strides[1]
         ld = k if m == 1 else self.strides[0]
         if col_stride != 1:
@@ -96,23 +91,8 @@ class _Array:
         if n > 1 and self.strides[0] != 1:
             raise _error(Status.ERR_BAD_LEADING_DIM, f"{name} must be contiguous, got stride {self.strides[0]}")
 
-    def same_place(self, other, name, other_name):
-        if self.kind != other.kind:
-            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is a {self.kind} array but {other_name} is a "
-                         f"{other.kind} array")
-        if self.kind == "torch" and self.torch_device != other.torch_device:
-            raise _error(Status.ERR_POINTER_DEVICE, f"{name} is on {self.obj.device} but {other_name} is on "
-                         f"{other.obj.device}")
-
 
 _dtype_maps = {}
-
-
-def _torch_dtypes(torch):
-    if "torch" not in _dtype_maps:
-        _dtype_maps["torch"] = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16, torch.float32: _capi.FP32,
-                                torch.int8: _capi.INT8}
-    return _dtype_maps["torch"]
 
 
 def _numpy_dtypes(np):
@@ -124,130 +104,44 @@ def _numpy_dtypes(np):
     return _dtype_maps["numpy"]
 
 
-def _stream(a):
-    """The stream a call on `a` runs on: its device's current torch stream, else none.
-    The raw-pointer getter Inductor's generated code uses skips building a Stream object
-    (part of the host cost of a call that issue 5 bounds); older torch falls back."""
-    if a.device != _capi.DEVICE_CUDA:
-        return None
-    torch = sys.modules["torch"]
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is None:
-        return torch.cuda.current_stream(a.torch_device).cuda_stream
-    return raw(a.torch_device)
-
-
-def _named_dtype(like, name):
-    """A dtype by name ("float32", "float8_e4m3fn") in the library of `like`."""
-    if like.kind == "torch":
-        import torch
-        return getattr(torch, name)
-    import ml_dtypes
-    import numpy as np
-    return np.dtype(getattr(np, name, None) or getattr(ml_dtypes, name))
-
-
-def _empty(like, shape, dtype):
-    """An uninitialised output next to `like`."""
-    if like.kind == "torch":
-        import torch
-        return torch.empty(shape, dtype=dtype, device=like.torch_device)
-    import numpy as np
-    return np.empty(shape, dtype=dtype)
-
-
-def _output_matrix(obj, name, like, dtype, rows, cols):
-    """A caller's output: `rows` x `cols` of `dtype`, row-major with unit column stride,
-    next to `like`; its leading dimension."""
+def _output_matrix(obj, name, dtype, rows, cols):
+    """A caller's numpy output: `rows` x `cols` of `dtype`, row-major with unit column
+    stride; its leading dimension."""
     oa = _Array(obj, name, expect=dtype)
-    oa.same_place(like, name, "x")
     if oa.shape != (rows, cols):
         raise _error(Status.ERR_BAD_SIZE, f"{name} must have shape ({rows}, {cols}), got {oa.shape}")
     return oa.matrix(name)[2]
 
 
-def _output_scalar(obj, name, like, dtype):
+def _output_scalar(obj, name, dtype):
     oa = _Array(obj, name, expect=dtype)
-    oa.same_place(like, name, "x")
     if oa.shape != (1,):
         raise _error(Status.ERR_BAD_SIZE, f"{name} must have shape (1,), got {oa.shape}")
 
 
 def _ptr(obj):
-    if obj is None:
-        return None
-    return obj.data_ptr() if hasattr(obj, "data_ptr") else obj.__array_interface__["data"][0]
+    return None if obj is None else obj.__array_interface__["data"][0]
 
 
-def _scale_argument(scale, xa):
-    """scale as a one-element float32 array next to x (a Python number is placed there)."""
+def _numpy_scale(scale):
+    """scale as a one-element float32 numpy array (a Python number is placed in one)."""
+    import numpy as np
     if isinstance(scale, numbers.Real):  # Python and numpy scalars
-        if xa.kind == "torch":
-            import torch
-            return torch.full((1,), float(scale), dtype=torch.float32, device=xa.torch_device)
-        import numpy as np
         return np.full((1,), scale, dtype=np.float32)
     sa = _Array(scale, "scale")
-    sa.same_place(xa, "scale", "x")
     if sa.dtype != _capi.FP32:
         raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"scale must be float32, got {scale.dtype}")
-    n = 1
-    for d in sa.shape:
-        n *= d
-    if n != 1:
+    if int(np.prod(sa.shape)) != 1:
         raise _error(Status.ERR_BAD_SIZE, f"scale must hold one element, got shape {sa.shape}")
     return scale
 
 
-# ---------------------------------------------------------------- torch CUDA fast path
-# Issue 5 bounds the host time of an eager call. For torch CUDA tensors in the usual
-# layout (2-D, unit column stride, more than one column) the calls below read each
-# tensor with the fewest accessors and go straight to the C ABI, which checks sizes,
-# leading dimensions and pointers itself. Anything else returns None from these helpers
-# and takes the general path, which checks every argument and says what is wrong.
-
-class _TorchFast:
-    """What the fast path needs from torch and the library, looked up once."""
-
-    __slots__ = ("tensor", "codes", "int8", "float32", "fp8", "stream", "empty", "lib")
-
-    def __init__(self, torch, raw_stream):
-        self.tensor, self.codes = torch.Tensor, _torch_dtypes(torch)
-        self.int8, self.float32 = torch.int8, torch.float32
-        self.fp8 = {fmt: getattr(torch, "float8_" + fmt) for fmt in _capi.FP8_FORMATS}
-        self.stream, self.empty, self.lib = raw_stream, torch.empty, _capi.lib()
-
-
-_fast = None
-
-
-def _torch_fast():
-    """The fast path's handles once torch is imported, else None (numpy-only callers)."""
-    global _fast
-    if _fast is None:
-        torch = sys.modules.get("torch")
-        raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
-        if raw is None:
-            return None
-        _fast = _TorchFast(torch, raw)
-    return _fast
-
-
-def _cuda_matrix(t, device):
-    """(rows, cols, leading dimension) of `t` if it is a non-empty row-major torch CUDA
-    matrix on `device` with more than one column, else None."""
-    st = t.stride()
-    if len(st) != 2 or st[1] != 1 or t.get_device() != device:
-        return None
-    rows, cols = t.shape
-    if rows < 1 or cols < 2 or (rows > 1 and st[0] < cols):
-        return None
-    return rows, cols, st[0] if rows > 1 else cols
-
-
-def _cuda_vector(t, n, device):
-    """Whether `t` is a contiguous torch CUDA vector of n elements on `device`."""
-    return t.shape == (n,) and t.stride() == (1,) and t.get_device() == device
+def _check_out(out, wanted, rows, cols, amax):
+    out = tuple(out)
+    if len(out) != len(wanted) or any((o is not None) != w for o, w in zip(out, wanted)):
+        raise _error(Status.ERR_BAD_SIZE, f"out must hold {len(wanted)} entries, None exactly where an output "
+                     f"is not asked for (rows={rows}, cols={cols}, amax={amax})")
+    return out
 
 
 def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False, out=None):
@@ -266,64 +160,78 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     have a row stride larger than K; cols must be the transpose of a [K, M] array with unit
     column stride (any row stride >= M). Returns `out`.
     """
-    fast = _fast or _torch_fast()
-    if fast is not None and out is None and isinstance(x, fast.tensor) and isinstance(scale, fast.tensor):
-        result = _cast_transpose_cuda(fast, x, scale, fmt, rows, cols, amax)
-        if result is not None:
-            return result
+    if fmt not in _capi.FP8_FORMATS:
+        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    wanted = (rows, cols) + ((True, True) if amax else ())
+    ops = _torch_ops(x)
+    if ops is not None:
+        return _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted)
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
     if xa.dtype == _capi.INT8:
         raise _error(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
-    if fmt not in _capi.FP8_FORMATS:
-        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
-    scale = _scale_argument(scale, xa)
-    fp8, f32 = _named_dtype(xa, "float8_" + fmt), _named_dtype(xa, "float32")
-    wanted = (rows, cols) + ((True, True) if amax else ())
+    scale = _numpy_scale(scale)
+    import ml_dtypes
+    import numpy as np
+    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt))
     if out is None:
-        out = (_empty(xa, (m, k), fp8) if rows else None, _empty(xa, (k, m), fp8).T if cols else None)
+        out = (np.empty((m, k), fp8) if rows else None, np.empty((k, m), fp8).T if cols else None)
         if amax:
-            out += (_empty(xa, (1,), f32), _empty(xa, (1,), f32))
+            out += (np.empty((1,), np.float32), np.empty((1,), np.float32))
         ld_rows, ld_cols = k, m
     else:
-        out = tuple(out)
-        if len(out) != len(wanted) or any((o is not None) != w for o, w in zip(out, wanted)):
-            raise _error(Status.ERR_BAD_SIZE, f"out must hold {len(wanted)} entries, None exactly where an output "
-                         f"is not asked for (rows={rows}, cols={cols}, amax={amax})")
-        ld_rows = _output_matrix(out[0], "out rows", xa, fp8, m, k) if rows else k
+        out = _check_out(out, wanted, rows, cols, amax)
+        ld_rows = _output_matrix(out[0], "out rows", fp8, m, k) if rows else k
         # cols is the transpose of a row-major [K, M] array.
-        ld_cols = _output_matrix(out[1].T, "out cols (transposed)", xa, fp8, k, m) if cols else m
+        ld_cols = _output_matrix(out[1].T, "out cols (transposed)", fp8, k, m) if cols else m
         for o, name in zip(out[2:], ("out amax", "out scale_inv")):
-            _output_scalar(o, name, xa, f32)
-    out_rows, out_cols = out[0], out[1]
+            _output_scalar(o, name, np.float32)
     out_amax, out_inv = (out[2], out[3]) if amax else (None, None)
     _capi.check(_capi.lib().schedx_cast_transpose_fp8(
-        xa.ptr, m, k, ldx, xa.dtype, _ptr(scale), _capi.FP8_FORMATS[fmt], _ptr(out_rows), ld_rows, _ptr(out_cols),
-        ld_cols, _ptr(out_amax), _ptr(out_inv), xa.device, _stream(xa)))
+        xa.ptr, m, k, ldx, xa.dtype, _ptr(scale), _capi.FP8_FORMATS[fmt], _ptr(out[0]), ld_rows, _ptr(out[1]),
+        ld_cols, _ptr(out_amax), _ptr(out_inv), _capi.DEVICE_CPU, None))
     return out
 
 
-def _cast_transpose_cuda(fast, x, scale, fmt, rows, cols, amax):
-    """cast_transpose_fp8 on the fast path, with new outputs; None if it does not apply."""
-    device = x.get_device()
-    shape = _cuda_matrix(x, device) if device >= 0 else None
-    xt = fast.codes.get(x.dtype)
-    fp8 = fast.fp8.get(fmt)
-    if (shape is None or xt is None or xt == _capi.INT8 or fp8 is None or scale.dtype is not fast.float32 or
-            scale.shape != (1,) or scale.get_device() != device or not (rows or cols)):
-        return None
-    m, k, ldx = shape
-    empty = fast.empty
-    out_rows = empty((m, k), dtype=fp8, device=device) if rows else None
-    out_cols = empty((k, m), dtype=fp8, device=device).T if cols else None
-    out_amax = empty((1,), dtype=fast.float32, device=device) if amax else None
-    out_inv = empty((1,), dtype=fast.float32, device=device) if amax else None
-    _capi.check(fast.lib.schedx_cast_transpose_fp8(
-        x.data_ptr(), m, k, ldx, xt, scale.data_ptr(), _capi.FP8_FORMATS[fmt],
-        out_rows.data_ptr() if rows else None, k, out_cols.data_ptr() if cols else None, m,
-        out_amax.data_ptr() if amax else None, out_inv.data_ptr() if amax else None, _capi.DEVICE_CUDA,
-        fast.stream(device)))
-    return (out_rows, out_cols, out_amax, out_inv) if amax else (out_rows, out_cols)
+def _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted):
+    torch = sys.modules["torch"]
+    from . import ops as ops_module
+    fp8 = getattr(torch, "float8_" + fmt)
+    if isinstance(scale, numbers.Real):
+        scale = torch.full((1,), float(scale), dtype=torch.float32, device=x.device)
+    if out is None and rows and cols:
+        return ops.cast_transpose_fp8_amax(x, scale, fp8) if amax else ops.cast_transpose_fp8(x, scale, fp8)
+    if out is None:
+        if x.dim() != 2:
+            raise _error(Status.ERR_BAD_SIZE, f"x must be 2-D, got shape {tuple(x.shape)}")
+        m, k = x.shape
+        out = (x.new_empty((m, k), dtype=fp8) if rows else None, ops_module.new_cols(x, m, k, fp8) if cols else None)
+        if amax:
+            out += (x.new_empty((1,), dtype=torch.float32), x.new_empty((1,), dtype=torch.float32))
+    else:
+        out = _check_out(out, wanted, rows, cols, amax)
+        for o in out[:2]:
+            if o is not None and o.dtype != fp8:
+                raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"outputs must have dtype {fp8}, got {o.dtype}")
+    ops.cast_transpose_fp8_out(x, scale, rows=out[0], cols=out[1], amax=out[2] if amax else None,
+                               scale_inv=out[3] if amax else None)
+    return out
+
+
+def abs_max(x):
+    """max |x| of a bf16, fp16 or fp32 tensor/array as a one-element float32 of its kind
+    (NaN if x holds one, 0 for an empty x): the amax of current fp8 scaling."""
+    ops = _torch_ops(x)
+    if ops is not None:
+        return ops.abs_max(x)
+    import numpy as np
+    xa = _Array(x, "x")
+    m, k, ldx = xa.matrix("x")
+    if xa.dtype == _capi.INT8:
+        raise _error(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
+    amax = np.empty((1,), np.float32)
+    _capi.check(_capi.lib().schedx_abs_max(xa.ptr, m, k, ldx, xa.dtype, _ptr(amax), _capi.DEVICE_CPU, None))
+    return amax
 
 
 def has_w8_linear():
@@ -334,26 +242,25 @@ def has_w8_linear():
 def w8_linear(x, w, scales, bias=None, out=None):
     """y = (x @ w.T) * scales (+ bias), with int8 w converted inside the kernel.
 
-    x: [M, K] bf16 or fp16 (row-major, any row stride); w: [N, K] int8 (row-major, any
-    row stride); scales: [N] bf16 or fp32, contiguous; bias: None or [N] in scales'
-    dtype, contiguous. Returns y [M, N] contiguous, in x's dtype; or writes `out`
-    ([M, N] in x's dtype next to x, row-major, any row stride >= N) and returns it.
+    x: [..., K] bf16 or fp16 (torch; numpy: [M, K] row-major, any row stride); w: [N, K]
+    int8 (row-major, any row stride); scales: [N] bf16 or fp32; bias: None or [N] in
+    scales' dtype. Returns y [..., N] contiguous, in x's dtype; or writes `out` (y's shape
+    and dtype next to x, row-major, any row stride >= N) and returns it.
     Sums are fp32, within 1e-2 relative of an fp64 reference. On CUDA, M = 7..128 may take
     the int8 planes path (tensor cores; see schedx_w8_linear in schedx.h): there a row of
     x holding inf or NaN gives NaN in all its outputs.
     """
-    fast = _fast or _torch_fast()
-    if fast is not None and isinstance(x, fast.tensor):
-        y = _w8_linear_cuda(fast, x, w, scales, bias, out)
-        if y is not None:
-            return y
+    ops = _torch_ops(x)
+    if ops is not None:
+        if out is None:
+            return ops.w8_linear(x, w, scales, bias)
+        ops.w8_linear_out(x, w, scales, bias, out=out)
+        return out
     if not has_w8_linear():
         raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")
     xa, wa, sa = _Array(x, "x"), _Array(w, "w"), _Array(scales, "scales")
     m, k, ldx = xa.matrix("x")
     n, wk, ldw = wa.matrix("w")
-    wa.same_place(xa, "w", "x")
-    sa.same_place(xa, "scales", "x")
     if wa.dtype != _capi.INT8:
         raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"w must be int8, got {w.dtype}")
     if wk != k:
@@ -361,48 +268,19 @@ def w8_linear(x, w, scales, bias=None, out=None):
     sa.vector("scales", n)
     if bias is not None:
         ba = _Array(bias, "bias")
-        ba.same_place(xa, "bias", "x")
         ba.vector("bias", n)
         # The C ABI reads bias in scales_dtype: it has no dtype argument of its own.
         if ba.dtype != sa.dtype:
             raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"bias must have the dtype of scales ({scales.dtype}), "
                          f"got {bias.dtype}")
+    import numpy as np
     if out is None:
-        y, ldy = _empty(xa, (m, n), x.dtype), n
+        y, ldy = np.empty((m, n), x.dtype), n
     else:
-        y, ldy = out, _output_matrix(out, "out", xa, x.dtype, m, n)
+        y, ldy = out, _output_matrix(out, "out", x.dtype, m, n)
     _capi.check(_capi.lib().schedx_w8_linear(
-        xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), ldy, xa.device,
-        _stream(xa)))
-    return y
-
-
-def _w8_linear_cuda(fast, x, w, scales, bias, out):
-    """w8_linear on the fast path; None if it does not apply."""
-    T = fast.tensor
-    if not (isinstance(w, T) and isinstance(scales, T) and (bias is None or isinstance(bias, T)) and
-            (out is None or isinstance(out, T)) and hasattr(fast.lib, "schedx_w8_linear")):
-        return None
-    device = x.get_device()
-    xs = _cuda_matrix(x, device) if device >= 0 else None
-    ws = _cuda_matrix(w, device) if xs is not None else None
-    if ws is None:
-        return None
-    (m, k, ldx), (n, wk, ldw) = xs, ws
-    xt, st = fast.codes.get(x.dtype), fast.codes.get(scales.dtype)
-    if (wk != k or w.dtype is not fast.int8 or xt is None or st is None or not _cuda_vector(scales, n, device) or
-            (bias is not None and (bias.dtype is not scales.dtype or not _cuda_vector(bias, n, device)))):
-        return None
-    if out is None:
-        y, ldy = fast.empty((m, n), dtype=x.dtype, device=device), n
-    else:
-        ys = _cuda_matrix(out, device)
-        if ys is None or ys[:2] != (m, n) or out.dtype is not x.dtype:
-            return None
-        y, ldy = out, ys[2]
-    _capi.check(fast.lib.schedx_w8_linear(
-        x.data_ptr(), m, k, ldx, xt, w.data_ptr(), n, ldw, scales.data_ptr(), st,
-        None if bias is None else bias.data_ptr(), y.data_ptr(), ldy, _capi.DEVICE_CUDA, fast.stream(device)))
+        xa.ptr, m, k, ldx, xa.dtype, wa.ptr, n, ldw, sa.ptr, sa.dtype, _ptr(bias), _ptr(y), ldy, _capi.DEVICE_CPU,
+        None))
     return y
 
 
@@ -444,3 +322,7 @@ def last_reason(op):
     """Why last_variant(op) was chosen ("forced", "tuned exact shape", ...)."""
     r = _capi.lib().schedx_last_reason(op.encode())
     return r.decode() if r is not None else None
+
+
+if "torch" in sys.modules:  # torch imported first: torch.ops.schedx.* exist from here on
+    from . import ops  # noqa: E402,F401

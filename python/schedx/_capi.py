@@ -65,6 +65,7 @@ class VariantInfo(ctypes.Structure):
 _i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
 
 CAST_TRANSPOSE_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _int, _ptr]
+ABS_MAX_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr]
 # Planned in issue 3; bound only when the loaded library exports it.
 W8_LINEAR_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _int, _ptr]
 
@@ -76,9 +77,11 @@ def candidates():
     """Where the library is looked for, in order."""
     env = os.environ.get("SCHEDX_LIBRARY")
     here = os.path.dirname(os.path.abspath(__file__))
+    # An installed wheel carries the library inside the package (pip install .).
+    packaged = os.path.join(here, "libschedx.so")
     # python/schedx/ -> the repository's default build directory.
     in_tree = os.path.normpath(os.path.join(here, "..", "..", "build", "runtime", "libschedx.so"))
-    return ([env] if env else []) + [in_tree, "libschedx.so"]
+    return ([env] if env else []) + [packaged, in_tree, "libschedx.so"]
 
 
 def _declare(lib):
@@ -95,6 +98,8 @@ def _declare(lib):
         fn.argtypes = [ctypes.c_char_p]
     lib.schedx_cast_transpose_fp8.restype = _int
     lib.schedx_cast_transpose_fp8.argtypes = CAST_TRANSPOSE_ARGS
+    lib.schedx_abs_max.restype = _int
+    lib.schedx_abs_max.argtypes = ABS_MAX_ARGS
     if hasattr(lib, "schedx_w8_linear"):
         lib.schedx_w8_linear.restype = _int
         lib.schedx_w8_linear.argtypes = W8_LINEAR_ARGS

@@ -1,0 +1,31 @@
+// PTX instructions Halide 21 cannot emit (its CUDA target stops at PTX 7.1 / sm_86), as
+// extern calls that the runtime rewrites into the instruction when it loads the module
+// (runtime/ptx_rewrite.cpp holds the table of bodies; a name missing there fails the load).
+// CUDA kernels only. A pipeline using them needs the device capability its variant's
+// min_sm names in variants.json: dispatch skips it on older devices.
+#pragma once
+
+#include "Halide.h"
+
+namespace schedx {
+
+// Two floats to a pair of fp8 codes by cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (sm_89): round
+// to nearest even, finite values beyond the largest saturate to it, NaN is 0x7F. `lo`'s
+// code is the low byte.
+inline Halide::Expr ptx_cvt_fp8x2(Halide::Expr lo, Halide::Expr hi, bool e5m2) {
+    using namespace Halide;
+    return Internal::Call::make(UInt(16), e5m2 ? "schedx_ptx_cvt_e5m2x2" : "schedx_ptx_cvt_e4m3x2",
+                                {cast<float>(lo), cast<float>(hi)}, Internal::Call::PureExtern);
+}
+
+// `loaded` itself; the global load that produced it is issued with
+// .L1::no_allocate.L2::evict_first (data read once: it leaves L1 alone and goes first
+// from L2). The value must come straight from a load of global memory, else the module
+// fails to load.
+inline Halide::Expr ptx_evict_first(Halide::Expr loaded) {
+    using namespace Halide;
+    return Internal::Call::make(UInt(32), "schedx_ptx_evict_first", {cast<uint32_t>(loaded)},
+                                Internal::Call::PureExtern);
+}
+
+}  // namespace schedx

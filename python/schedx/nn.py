@@ -1,0 +1,218 @@
+"""Drop-in modules over torch.ops.schedx, and functions that swap them into a model.
+
+Int8WeightOnlyLinear: weight-only int8 inference (symmetric per-output-channel scales,
+quantized as gpt-fast's WeightOnlyInt8QuantHandler does), its int8-to-bf16 convert inside
+schedx's GEMV and small-batch kernels.
+
+Float8Linear: float8 training with tensorwise scales (torchao's tensorwise recipe). The
+forward casts input and weight by the fused cast + transpose, which writes each tensor's
+row-major and column-major fp8 copies in one pass, and multiplies with torch._scaled_mm;
+the backward casts grad_output the same way and takes dgrad and wgrad from the copies the
+forward made (nothing is cast twice).
+"""
+
+import dataclasses
+from typing import Callable, Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import ops  # noqa: F401  (registers torch.ops.schedx)
+
+__all__ = ["Int8WeightOnlyLinear", "convert_to_int8_weight_only", "Float8LinearConfig", "Float8Linear",
+           "convert_to_float8_training", "amax_to_scale"]
+
+
+def _swap(module: torch.nn.Module, make: Callable, module_filter_fn: Optional[Callable], prefix: str = ""):
+    for name, child in module.named_children():
+        fqn = f"{prefix}.{name}" if prefix else name
+        if type(child) is torch.nn.Linear and (module_filter_fn is None or module_filter_fn(child, fqn)):
+            setattr(module, name, make(child))
+        else:
+            _swap(child, make, module_filter_fn, fqn)
+    return module
+
+
+# ------------------------------------------------------------------ int8 weight-only
+
+class Int8WeightOnlyLinear(torch.nn.Module):
+    """y = (x @ weight.T) * scales (+ bias), weight int8 [out, in], scales [out].
+
+    The math of gpt-fast's WeightOnlyInt8Linear, F.linear(x, weight.to(x.dtype)) * scales,
+    but summed in fp32 and rounded once (see schedx_w8_linear in schedx.h)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
+                 dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("weight", torch.zeros((out_features, in_features), dtype=torch.int8, device=device))
+        self.register_buffer("scales", torch.ones(out_features, dtype=dtype, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    @staticmethod
+    def quantize(weight: torch.Tensor):
+        """(int8 weight, scales in weight's dtype): per output row, scale = max|w| / 127.5
+        clamped to fp32 epsilon, q = clamp(round(w / scale), -128, 127), in fp32 as gpt-fast."""
+        w = weight.detach().float()
+        amax = torch.maximum(-w.amin(dim=1).clamp(max=0), w.amax(dim=1).clamp(min=0))
+        scales = (amax / 127.5).clamp(min=torch.finfo(torch.float32).eps)
+        q = torch.clamp(torch.round(w / scales.unsqueeze(-1)), -128, 127).to(torch.int8)
+        return q, scales.to(weight.dtype)
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear) -> "Int8WeightOnlyLinear":
+        dtype = linear.weight.dtype
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"Int8WeightOnlyLinear quantizes bf16 or fp16 linears, got {dtype}")
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, linear.weight.device, dtype)
+        q, scales = cls.quantize(linear.weight)
+        m.weight.copy_(q)
+        m.scales.copy_(scales)
+        if linear.bias is not None:
+            m.bias.copy_(linear.bias.detach())
+        return m
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.schedx.w8_linear(x, self.weight, self.scales, self.bias)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+
+
+def convert_to_int8_weight_only(model: torch.nn.Module,
+                                module_filter_fn: Optional[Callable[[torch.nn.Module, str], bool]] = None):
+    """Replaces every torch.nn.Linear of `model` (for which module_filter_fn(module, fqn)
+    holds, when given) by an Int8WeightOnlyLinear, in place; returns the model."""
+    return _swap(model, Int8WeightOnlyLinear.from_linear, module_filter_fn)
+
+
+# ------------------------------------------------------------------ float8 training
+
+@dataclasses.dataclass(frozen=True)
+class Float8LinearConfig:
+    """scaling: "current" (each cast's scale from the tensor's own max|x|, taken by
+    torch.ops.schedx.abs_max, computed on the device) or "delayed" (the scale from the
+    largest amax of the last amax_history_len calls; this call's amax is fused into the
+    cast). grad_dtype: the fp8 format of grad_output (e5m2 as torchao's default, or
+    e4m3fn). round_scales_to_power_of_2: scale = 2^floor(log2(scale)), as torchao's option."""
+    scaling: str = "current"
+    forward_dtype: torch.dtype = torch.float8_e4m3fn
+    grad_dtype: torch.dtype = torch.float8_e5m2
+    round_scales_to_power_of_2: bool = False
+    amax_history_len: int = 16
+
+    def __post_init__(self):
+        if self.scaling not in ("current", "delayed"):
+            raise ValueError(f"scaling must be 'current' or 'delayed', got {self.scaling!r}")
+        for d in (self.forward_dtype, self.grad_dtype):
+            if d not in (torch.float8_e4m3fn, torch.float8_e5m2):
+                raise ValueError(f"fp8 dtypes must be float8_e4m3fn or float8_e5m2, got {d}")
+        if self.forward_dtype == torch.float8_e5m2:
+            raise ValueError("forward_dtype e5m2 would multiply e5m2 by e5m2, which torch._scaled_mm rejects")
+
+
+def amax_to_scale(amax: torch.Tensor, fp8_dtype: torch.dtype, round_to_power_of_2: bool = False) -> torch.Tensor:
+    """torchao's tensorwise rule: fp32(fp8_max / max(amax, 1e-12)) computed in fp64."""
+    scale = (torch.finfo(fp8_dtype).max / torch.clamp(amax.to(torch.float64), min=1e-12)).to(torch.float32)
+    if round_to_power_of_2:
+        scale = torch.exp2(torch.floor(torch.log2(scale)))
+    return scale
+
+
+def _cast_current(t, fp8_dtype, pow2):
+    """(rows, cols, scale_inv) of t with its own tensorwise scale."""
+    scale = amax_to_scale(torch.ops.schedx.abs_max(t), fp8_dtype, pow2)
+    rows, cols = torch.ops.schedx.cast_transpose_fp8(t, scale, fp8_dtype)
+    return rows, cols, scale.reciprocal()
+
+
+def _cast_delayed(t, fp8_dtype, pow2, scale, history):
+    """(rows, cols, scale_inv) of t with the scale its history gave; this call's amax joins
+    the history and the scale for the next call is taken from it (all on the device)."""
+    rows, cols, amax, _ = torch.ops.schedx.cast_transpose_fp8_amax(t, scale, fp8_dtype)
+    scale_inv = scale.reciprocal()
+    history.copy_(torch.cat([amax, history[:-1]]))
+    scale.copy_(amax_to_scale(history.amax().reshape(1), fp8_dtype, pow2))
+    return rows, cols, scale_inv
+
+
+class _Float8Matmul(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x2, weight, config, state):
+        fwd, pow2 = config.forward_dtype, config.round_scales_to_power_of_2
+        if state is None:
+            x_rows, x_cols, x_inv = _cast_current(x2, fwd, pow2)
+            w_rows, w_cols, w_inv = _cast_current(weight, fwd, pow2)
+        else:
+            x_rows, x_cols, x_inv = _cast_delayed(x2, fwd, pow2, state.scale_input, state.history_input)
+            w_rows, w_cols, w_inv = _cast_delayed(weight, fwd, pow2, state.scale_weight, state.history_weight)
+        # _scaled_mm: the first operand row-major, the second column-major.
+        y = torch._scaled_mm(x_rows, w_rows.t(), scale_a=x_inv, scale_b=w_inv, out_dtype=x2.dtype,
+                             use_fast_accum=True)
+        ctx.save_for_backward(x_cols, w_cols, x_inv, w_inv)
+        ctx.config, ctx.state = config, state
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_cols, w_cols, x_inv, w_inv = ctx.saved_tensors
+        config, state = ctx.config, ctx.state
+        grad = grad.contiguous()
+        if state is None:
+            g_rows, g_cols, g_inv = _cast_current(grad, config.grad_dtype, config.round_scales_to_power_of_2)
+        else:
+            g_rows, g_cols, g_inv = _cast_delayed(grad, config.grad_dtype, config.round_scales_to_power_of_2,
+                                                  state.scale_grad_output, state.history_grad_output)
+        # dgrad [M, K] = grad [M, N] @ W [N, K]; wgrad [N, K] = grad.T [N, M] @ x [M, K].
+        grad_x = torch._scaled_mm(g_rows, w_cols, scale_a=g_inv, scale_b=w_inv, out_dtype=grad.dtype)
+        grad_w = torch._scaled_mm(g_cols.t(), x_cols, scale_a=g_inv, scale_b=x_inv, out_dtype=grad.dtype)
+        return grad_x, grad_w, None, None
+
+
+class _DelayedState(torch.nn.Module):
+    """Delayed scaling's scales and amax histories (buffers, so they follow .to() and
+    state_dict)."""
+
+    def __init__(self, length, device):
+        super().__init__()
+        for name in ("input", "weight", "grad_output"):
+            self.register_buffer(f"scale_{name}", torch.ones(1, device=device))
+            self.register_buffer(f"history_{name}", torch.zeros(length, device=device))
+
+
+class Float8Linear(torch.nn.Linear):
+    """torch.nn.Linear whose matmuls run in float8 with tensorwise scales (see module doc).
+    Shapes: in_features and out_features multiples of 16, as torch._scaled_mm requires, and
+    the rows of the input (all but its last dimension) a multiple of 16 in training."""
+
+    def __init__(self, *args, config: Float8LinearConfig = Float8LinearConfig(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.config = config
+        self.delayed = (_DelayedState(config.amax_history_len, self.weight.device)
+                        if config.scaling == "delayed" else None)
+
+    @classmethod
+    def from_float(cls, linear: torch.nn.Linear, config: Float8LinearConfig = Float8LinearConfig()):
+        with torch.device("meta"):
+            m = cls(linear.in_features, linear.out_features, bias=False, config=config)
+        m.weight, m.bias = linear.weight, linear.bias
+        if m.delayed is not None:
+            m.delayed = _DelayedState(config.amax_history_len, linear.weight.device)
+        return m
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x2 = x.reshape(-1, x.shape[-1])
+        y = _Float8Matmul.apply(x2, self.weight.to(x.dtype), self.config, self.delayed)
+        y = y.reshape(*x.shape[:-1], y.shape[-1])
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, scaling={self.config.scaling}"
+
+
+def convert_to_float8_training(model: torch.nn.Module, config: Float8LinearConfig = Float8LinearConfig(),
+                               module_filter_fn: Optional[Callable[[torch.nn.Module, str], bool]] = None):
+    """Replaces every torch.nn.Linear of `model` (for which module_filter_fn(module, fqn)
+    holds, when given) by a Float8Linear sharing its parameters, in place; returns the
+    model. torchao's convert_to_float8_training does the same for its Float8Linear."""
+    return _swap(model, lambda lin: Float8Linear.from_float(lin, config), module_filter_fn)

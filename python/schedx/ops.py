@@ -1,0 +1,272 @@
+"""schedx's operators in PyTorch: torch.ops.schedx.*.
+
+Declared with torch.library's define/impl (a Python kernel per device over libschedx's C
+ABI through ctypes, on the tensor's current CUDA stream), not torch.library.custom_op,
+whose wrapper costs several microseconds more per call. Each op has a fake (meta)
+implementation with the real outputs' shapes, dtypes and strides, so torch.compile
+traces it with fullgraph=True and CUDA graphs capture it.
+
+  cast_transpose_fp8(x, scale, dtype) -> (rows, cols)
+  cast_transpose_fp8_amax(x, scale, dtype) -> (rows, cols, amax, scale_inv)
+  cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None)
+  abs_max(x) -> amax
+  w8_linear(x, w, scales, bias=None) -> y
+  w8_linear_out(x, w, scales, bias, *, out)
+
+rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
+[K, M] row-major buffer, transposed); amax and scale_inv are one-element float32.
+"""
+
+import torch
+
+from . import _capi
+from ._capi import SchedxError, Status
+
+_X_CODES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16, torch.float32: _capi.FP32}
+_SCALE_CODES = {torch.bfloat16: _capi.BF16, torch.float32: _capi.FP32}
+_FP8_CODES = {torch.float8_e4m3fn: _capi.FP8_FORMATS["e4m3fn"], torch.float8_e5m2: _capi.FP8_FORMATS["e5m2"]}
+# The raw-pointer getter Inductor's generated code uses: no Stream object per call.
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+_lib = torch.library.Library("schedx", "DEF")
+_lib.define("cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor rows, Tensor cols)")
+_lib.define("cast_transpose_fp8_amax(Tensor x, Tensor scale, ScalarType dtype) -> "
+            "(Tensor rows, Tensor cols, Tensor amax, Tensor scale_inv)")
+_lib.define("cast_transpose_fp8_out(Tensor x, Tensor scale, *, Tensor(a!)? rows, Tensor(b!)? cols, "
+            "Tensor(c!)? amax=None, Tensor(d!)? scale_inv=None) -> ()")
+_lib.define("abs_max(Tensor x) -> Tensor")
+_lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
+_lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
+
+
+_lib_handle = _capi.lib
+
+
+def _fail(status, message):
+    raise SchedxError(status, message)
+
+
+def _device_args(t):
+    """(schedx device, stream) of a call on tensor t."""
+    if t.is_cuda:
+        return _capi.DEVICE_CUDA, _current_stream(t.get_device())
+    return _capi.DEVICE_CPU, None
+
+
+def _matrix(t, name):
+    """(t, rows, cols, leading dimension) of a 2-D input, copied to row-major when its
+    last dimension is not contiguous (the C ABI takes any row stride, unit column stride)."""
+    if t.dim() != 2:
+        _fail(Status.ERR_BAD_SIZE, f"{name} must be 2-D, got shape {tuple(t.shape)}")
+    m, k = t.shape
+    s0, s1 = t.stride()
+    if m == 0 or k == 0:
+        return t, m, k, k
+    if (s1 != 1 and k > 1) or (m > 1 and s0 < k):
+        t = t.contiguous()
+        s0 = k
+    return t, m, k, (s0 if m > 1 else k)
+
+
+def _output_ld(t, name, m, k, dtype):
+    """Leading dimension of a caller's [m, k] row-major output (unit column stride)."""
+    if t.dtype != dtype:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"{name} must have dtype {dtype}, got {t.dtype}")
+    if tuple(t.shape) != (m, k):
+        _fail(Status.ERR_BAD_SIZE, f"{name} must have shape ({m}, {k}), got {tuple(t.shape)}")
+    s0, s1 = t.stride()
+    if m > 0 and k > 1 and s1 != 1:
+        _fail(Status.ERR_BAD_LEADING_DIM, f"{name} with strides {t.stride()} is not row-major")
+    return s0 if m > 1 else k
+
+
+def _scalar_f32(t, name):
+    if t.dtype != torch.float32 or t.numel() != 1:
+        _fail(Status.ERR_BAD_SIZE, f"{name} must be a one-element float32 tensor, got {t.dtype} {tuple(t.shape)}")
+
+
+def _cast_into(x, scale, rows, cols, amax, scale_inv):
+    fp8 = rows.dtype if rows is not None else (cols.dtype if cols is not None else None)
+    fmt = _FP8_CODES.get(fp8)
+    if fmt is None:
+        _fail(Status.ERR_UNSUPPORTED_FORMAT, f"outputs must be float8_e4m3fn or float8_e5m2, got {fp8}")
+    x_code = _X_CODES.get(x.dtype)
+    if x_code is None:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
+    _scalar_f32(scale, "scale")
+    if (amax is None) != (scale_inv is None):
+        _fail(Status.ERR_NULL_POINTER, "amax and scale_inv must be both given or both None")
+    for t, name in ((amax, "amax"), (scale_inv, "scale_inv")):
+        if t is not None:
+            _scalar_f32(t, name)
+    x, m, k, ldx = _matrix(x, "x")
+    ld_rows = _output_ld(rows, "rows", m, k, fp8) if rows is not None else k
+    ld_cols = _output_ld(cols.t(), "cols (transposed)", k, m, fp8) if cols is not None else m
+    if m == 0 or k == 0:  # nothing to cast; amax of no elements is 0
+        if amax is not None:
+            amax.zero_()
+            torch.reciprocal(scale.reshape(scale_inv.shape), out=scale_inv)
+        return
+    device, stream = _device_args(x)
+    _capi.check(_capi.lib().schedx_cast_transpose_fp8(
+        x.data_ptr(), m, k, ldx, x_code, scale.data_ptr(), fmt,
+        None if rows is None else rows.data_ptr(), ld_rows, None if cols is None else cols.data_ptr(), ld_cols,
+        None if amax is None else amax.data_ptr(), None if scale_inv is None else scale_inv.data_ptr(),
+        device, stream))
+
+
+def new_cols(x, m, k, dtype):
+    """An [m, k] output with the strides of f.t().contiguous().t() for a contiguous f:
+    (1, m), a transposed [k, m] buffer, except where f.t() already counts as contiguous
+    (m = 1, k = 1 or no elements), which keeps f's own strides."""
+    strides = (max(k, 1), 1) if m == 1 or k <= 1 or m == 0 else (1, m)
+    return x.new_empty_strided((m, k), strides, dtype=dtype)
+
+
+def _cast_outputs(x, dtype, with_amax):
+    """New outputs of a cast of x: rows, cols and, with_amax, amax and scale_inv."""
+    m, k = x.shape
+    rows = x.new_empty((m, k), dtype=dtype)
+    cols = new_cols(x, m, k, dtype)
+    if not with_amax:
+        return rows, cols
+    return rows, cols, x.new_empty((1,), dtype=torch.float32), x.new_empty((1,), dtype=torch.float32)
+
+
+def _check_cast_args(x, dtype):
+    if x.dim() != 2:
+        _fail(Status.ERR_BAD_SIZE, f"x must be 2-D, got shape {tuple(x.shape)}")
+    if dtype not in _FP8_CODES:
+        _fail(Status.ERR_UNSUPPORTED_FORMAT, f"dtype must be float8_e4m3fn or float8_e5m2, got {dtype}")
+
+
+def cast_transpose_fp8(x, scale, dtype):
+    _check_cast_args(x, dtype)
+    out = _cast_outputs(x, dtype, False)
+    _cast_into(x, scale, out[0], out[1], None, None)
+    return out
+
+
+def cast_transpose_fp8_amax(x, scale, dtype):
+    _check_cast_args(x, dtype)
+    out = _cast_outputs(x, dtype, True)
+    _cast_into(x, scale, *out)
+    return out
+
+
+def cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None):
+    if rows is None and cols is None:
+        _fail(Status.ERR_NULL_POINTER, "rows and cols are both None: nothing to write")
+    _cast_into(x, scale, rows, cols, amax, scale_inv)
+
+
+def abs_max(x):
+    x_code = _X_CODES.get(x.dtype)
+    if x_code is None:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
+    x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+    x2, m, k, ldx = _matrix(x2, "x")
+    amax = x.new_empty((1,), dtype=torch.float32)
+    device, stream = _device_args(x)
+    _capi.check(_capi.lib().schedx_abs_max(x2.data_ptr(), m, k, ldx, x_code, amax.data_ptr(), device, stream))
+    return amax
+
+
+def _w8_into(x, w, scales, bias, y):
+    """y [..., N] = x [..., K] @ w.T * scales (+ bias), y and x of one leading shape."""
+    k = x.shape[-1]
+    n = w.shape[0]
+    x_code = _X_CODES.get(x.dtype)
+    if x_code is None or x_code == _capi.FP32:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16 or fp16, got {x.dtype}")
+    if w.dtype != torch.int8 or w.dim() != 2 or w.shape[1] != k:
+        _fail(Status.ERR_BAD_SIZE, f"w must be int8 [N, {k}], got {w.dtype} {tuple(w.shape)}")
+    s_code = _SCALE_CODES.get(scales.dtype)
+    if s_code is None or tuple(scales.shape) != (n,):
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"scales must be bf16 or fp32 [{n}], got {scales.dtype} "
+              f"{tuple(scales.shape)}")
+    if bias is not None and (bias.dtype != scales.dtype or tuple(bias.shape) != (n,)):
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"bias must be [{n}] of scales' dtype {scales.dtype}, got "
+              f"{bias.dtype} {tuple(bias.shape)}")
+    if y.dtype != x.dtype or tuple(y.shape) != tuple(x.shape[:-1]) + (n,):
+        _fail(Status.ERR_BAD_SIZE, f"out must be {x.dtype} {tuple(x.shape[:-1]) + (n,)}, got {y.dtype} "
+              f"{tuple(y.shape)}")
+    x2, m, _, ldx = _matrix(x if x.dim() == 2 else x.reshape(-1, k), "x")
+    w, _, _, ldw = _matrix(w, "w")
+    if m == 0 or n == 0:
+        return
+    y2 = y if y.dim() == 2 else y.view(-1, n)
+    ldy = _output_ld(y2, "out", m, n, y.dtype)
+    if k == 0:  # an empty sum: y is the bias, or 0
+        y2.copy_(bias.expand(m, n) if bias is not None else y2.new_zeros(()).expand(m, n))
+        return
+    scales = scales.contiguous()
+    bias = None if bias is None else bias.contiguous()
+    device, stream = _device_args(x)
+    _capi.check(_capi.lib().schedx_w8_linear(
+        x2.data_ptr(), m, k, ldx, x_code, w.data_ptr(), n, ldw, scales.data_ptr(), s_code,
+        None if bias is None else bias.data_ptr(), y2.data_ptr(), ldy, device, stream))
+
+
+def w8_linear(x, w, scales, bias=None):
+    n = w.shape[0]
+    y = x.new_empty(x.shape[:-1] + (n,))
+    # The common case checks only what the C ABI cannot see (K of w, the vectors' length
+    # and dtypes): each Python step here is host time on every decode step.
+    xs, ws = x.stride(), w.stride()
+    if (x.dim() == 2 and xs[1] == 1 and ws[1] == 1 and w.dtype == torch.int8 and w.shape[1] == x.shape[1] and
+            scales.shape == (n,) and scales.stride() == (1,) and bias is None and n > 0 and x.shape[0] > 0):
+        x_code, s_code = _X_CODES.get(x.dtype), _SCALE_CODES.get(scales.dtype)
+        if x_code is not None and x_code != _capi.FP32 and s_code is not None:
+            m, k = x.shape
+            cuda = x.is_cuda
+            _capi.check(_lib_handle().schedx_w8_linear(
+                x.data_ptr(), m, k, xs[0] if m > 1 else k, x_code, w.data_ptr(), n, ws[0] if n > 1 else k,
+                scales.data_ptr(), s_code, None, y.data_ptr(), n, int(cuda),
+                _current_stream(x.get_device()) if cuda else None))
+            return y
+    _w8_into(x, w, scales, bias, y)
+    return y
+
+
+def w8_linear_out(x, w, scales, bias, *, out):
+    _w8_into(x, w, scales, bias, out)
+
+
+for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
+                   ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
+                   ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out)):
+    _lib.impl(_name, _fn, "CPU")
+    _lib.impl(_name, _fn, "CUDA")
+
+
+@torch.library.register_fake("schedx::cast_transpose_fp8")
+def _(x, scale, dtype):
+    _check_cast_args(x, dtype)
+    return _cast_outputs(x, dtype, False)
+
+
+@torch.library.register_fake("schedx::cast_transpose_fp8_amax")
+def _(x, scale, dtype):
+    _check_cast_args(x, dtype)
+    return _cast_outputs(x, dtype, True)
+
+
+@torch.library.register_fake("schedx::cast_transpose_fp8_out")
+def _(x, scale, *, rows, cols, amax=None, scale_inv=None):
+    return None
+
+
+@torch.library.register_fake("schedx::abs_max")
+def _(x):
+    return x.new_empty((1,), dtype=torch.float32)
+
+
+@torch.library.register_fake("schedx::w8_linear")
+def _(x, w, scales, bias=None):
+    return x.new_empty(x.shape[:-1] + (w.shape[0],))
+
+
+@torch.library.register_fake("schedx::w8_linear_out")
+def _(x, w, scales, bias, *, out):
+    return None

@@ -1,0 +1,453 @@
+"""torch.ops.schedx and schedx.nn against independent references, on the CPU and, where
+one is present, on a CUDA device.
+
+References are PyTorch's own expressions (the fp8 cast torchao and the issue's pattern use,
+F.linear on fp64) and transcriptions, written here, of gpt-fast's int8 quantizer and
+torchao's tensorwise float8 linear; never schedx's own code. Skips as a whole where torch
+is not installed. ctest sets SCHEDX_LIBRARY and PYTHONPATH.
+"""
+
+import os
+import tempfile
+import unittest
+
+os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
+
+try:
+    import torch
+except ImportError:  # the module's tests skip; the reason is printed once
+    torch = None
+
+if torch is not None:
+    from torch.library import opcheck
+
+    import schedx
+    import schedx.nn as snn
+    from schedx import SchedxError, Status
+
+    DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+    ops = torch.ops.schedx
+
+
+def needs_torch(cls):
+    return unittest.skipIf(torch is None, "torch is not installed")(cls)
+
+
+def ref_cast(x, scale, dtype):
+    """The pattern schedx replaces: f = clamp(x * scale, -max, max).to(fp8) and
+    f.t().contiguous().t(); a NaN product encodes as 0x7F (schedx.h)."""
+    fmax = torch.finfo(dtype).max
+    v = x.float() * scale
+    f = torch.clamp(v, -fmax, fmax).to(dtype)
+    bits = torch.where(torch.isnan(v), torch.tensor(0x7F, dtype=torch.uint8, device=x.device), f.view(torch.uint8))
+    return bits, f.t().contiguous().t()
+
+
+def bits(t):
+    return t.contiguous().view(torch.uint8) if t.dtype.itemsize == 1 else t
+
+
+def poisoned(shape, dtype, device, ld=None):
+    """An output buffer full of 0x5A bytes, with rows `ld` apart (padding stays poisoned)."""
+    cols = shape[1] if ld is None else ld
+    buf = torch.full((shape[0], cols), 0x5A, dtype=torch.uint8, device=device).view(dtype)
+    return buf, buf[:, :shape[1]]
+
+
+@needs_torch
+class CastTransposeOpTest(unittest.TestCase):
+    def check(self, x, scale, dtype):
+        s = torch.tensor([scale], device=x.device)
+        rows, cols = ops.cast_transpose_fp8(x, s, dtype)
+        want, ref_t = ref_cast(x, s, dtype)
+        self.assertEqual((rows.shape, rows.stride(), rows.dtype), (x.shape, torch.empty(x.shape).stride(), dtype))
+        self.assertEqual((cols.shape, cols.stride(), cols.dtype), (ref_t.shape, ref_t.stride(), dtype))
+        self.assertTrue(torch.equal(bits(rows), want))
+        self.assertTrue(torch.equal(bits(cols.t()), want.t().contiguous()))
+
+    def test_every_16bit_pattern(self):
+        pattern = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).reshape(256, 256)
+        for device in DEVICES:
+            for xdt in (torch.bfloat16, torch.float16):
+                x = pattern.to(device).view(xdt)
+                for dtype in FP8:
+                    for scale in (1.0, 2.0**-7, 448.0 / 3.7):
+                        with self.subTest(device=device, x=xdt, fp8=dtype, scale=scale):
+                            self.check(x, scale, dtype)
+
+    def test_shapes_and_strides(self):
+        g = torch.Generator().manual_seed(1)
+        shapes = [(1, 1), (1, 7), (7, 1), (1, 64), (64, 1), (33, 48), (64, 96), (3, 130), (0, 5), (5, 0)]
+        for device in DEVICES:
+            for m, k in shapes:
+                base = (torch.randn(m, k + 3, generator=g) * 40).to(torch.bfloat16).to(device)
+                for name, x in (("contiguous", base[:, :k].contiguous()), ("row stride k + 3", base[:, :k]),
+                                ("transposed", base[:, :k].t().contiguous().t()), ("fp32", base[:, :k].float())):
+                    with self.subTest(device=device, shape=(m, k), layout=name):
+                        self.check(x, 3.0, torch.float8_e4m3fn)
+
+    def test_amax_and_scale_inv(self):
+        for device in DEVICES:
+            x = (torch.randn(40, 72) * 30).to(torch.bfloat16).to(device)
+            s = torch.tensor([0.375], device=device)
+            rows, cols, amax, inv = ops.cast_transpose_fp8_amax(x, s, torch.float8_e5m2)
+            self.assertTrue(torch.equal(bits(rows), ref_cast(x, s, torch.float8_e5m2)[0]))
+            self.assertEqual(amax.item(), x.float().abs().max().item())
+            self.assertEqual(inv.item(), torch.reciprocal(s).item())
+            x[5, 7] = float("nan")
+            self.assertTrue(ops.cast_transpose_fp8_amax(x, s, torch.float8_e5m2)[2].isnan().item())
+            empty = ops.cast_transpose_fp8_amax(x[:0], s, torch.float8_e5m2)
+            self.assertEqual([t.shape for t in empty[:2]], [torch.Size([0, 72])] * 2)
+            self.assertEqual((empty[2].item(), empty[3].item()), (0.0, torch.reciprocal(s).item()))
+
+    def test_out_variant_writes_only_its_outputs(self):
+        for device in DEVICES:
+            x = (torch.randn(24, 40) * 10).to(torch.float16).to(device)
+            s = torch.tensor([4.0], device=device)
+            want = ref_cast(x, s, torch.float8_e4m3fn)[0]
+            rows_buf, rows = poisoned((24, 40), torch.float8_e4m3fn, device, ld=48)
+            cols_buf, cols_t = poisoned((40, 24), torch.float8_e4m3fn, device, ld=32)
+            amax, inv = torch.full((1,), 7e7, device=device), torch.full((1,), 7e7, device=device)
+            ops.cast_transpose_fp8_out(x, s, rows=rows, cols=cols_t.t(), amax=amax, scale_inv=inv)
+            self.assertTrue(torch.equal(bits(rows), want))
+            self.assertTrue(torch.equal(bits(cols_t), want.t().contiguous()))
+            self.assertTrue(bool((rows_buf.view(torch.uint8)[:, 40:] == 0x5A).all()))
+            self.assertTrue(bool((cols_buf.view(torch.uint8)[:, 24:] == 0x5A).all()))
+            self.assertEqual(amax.item(), x.float().abs().max().item())
+            # One orientation only: the other is not touched.
+            rows_buf, rows = poisoned((24, 40), torch.float8_e4m3fn, device)
+            ops.cast_transpose_fp8_out(x, s, rows=rows, cols=None)
+            self.assertTrue(torch.equal(bits(rows), want))
+
+    def test_python_api_is_the_op(self):
+        for device in DEVICES:
+            x = (torch.randn(16, 32) * 10).to(torch.bfloat16).to(device)
+            for kw in ({}, {"amax": True}, {"cols": False}, {"rows": False, "fmt": "e5m2"}):
+                with self.subTest(device=device, **kw):
+                    out = schedx.cast_transpose_fp8(x, 2.0, **kw)
+                    dtype = torch.float8_e5m2 if kw.get("fmt") == "e5m2" else torch.float8_e4m3fn
+                    want, ref_t = ref_cast(x, torch.tensor([2.0], device=device), dtype)
+                    if out[0] is not None:
+                        self.assertTrue(torch.equal(bits(out[0]), want))
+                    if out[1] is not None:
+                        self.assertEqual(out[1].stride(), ref_t.stride())
+                        self.assertTrue(torch.equal(bits(out[1].t()), want.t().contiguous()))
+                    self.assertEqual(len(out), 4 if kw.get("amax") else 2)
+
+    def test_errors(self):
+        x = torch.ones(8, 16, dtype=torch.bfloat16)
+        s = torch.ones(1)
+        cases = [
+            (Status.ERR_BAD_SIZE, "2-D", lambda: ops.cast_transpose_fp8(torch.ones(2, 3, 4), s, FP8[0])),
+            (Status.ERR_UNSUPPORTED_DTYPE, "int8", lambda: ops.cast_transpose_fp8(x.to(torch.int8), s, FP8[0])),
+            (Status.ERR_UNSUPPORTED_FORMAT, "float8_e4m3fn or float8_e5m2",
+             lambda: ops.cast_transpose_fp8(x, s, torch.float16)),
+            (Status.ERR_BAD_SIZE, "one-element float32", lambda: ops.cast_transpose_fp8(x, torch.ones(2), FP8[0])),
+            (Status.ERR_BAD_SIZE, "shape (8, 16)", lambda: ops.cast_transpose_fp8_out(
+                x, s, rows=torch.empty(4, 16, dtype=FP8[0]), cols=None)),
+            (Status.ERR_BAD_LEADING_DIM, "row-major", lambda: ops.cast_transpose_fp8_out(
+                x, s, rows=None, cols=torch.empty(8, 16, dtype=FP8[0]))),
+            (Status.ERR_NULL_POINTER, "both None", lambda: ops.cast_transpose_fp8_out(x, s, rows=None, cols=None)),
+            (Status.ERR_OVERLAP, "overlap", lambda: ops.cast_transpose_fp8_out(
+                x, s, rows=(buf := torch.empty(8, 16, dtype=FP8[0])), cols=buf.view(16, 8).t())),
+        ]
+        for status, text, call in cases:
+            with self.subTest(text):
+                with self.assertRaises(SchedxError) as cm:
+                    call()
+                self.assertEqual(cm.exception.status, status)
+                self.assertIn(text, str(cm.exception))
+
+
+@needs_torch
+class AbsMaxOpTest(unittest.TestCase):
+    def test_against_torch(self):
+        for device in DEVICES:
+            for dtype in (torch.bfloat16, torch.float16, torch.float32):
+                x = (torch.randn(37, 53) * 100).to(dtype).to(device)
+                with self.subTest(device=device, dtype=dtype):
+                    self.assertEqual(ops.abs_max(x).item(), x.float().abs().max().item())
+                    self.assertEqual(ops.abs_max(x.reshape(37, 1, 53)).item(), x.float().abs().max().item())
+                    self.assertEqual(ops.abs_max(x[:, 3:40]).item(), x[:, 3:40].float().abs().max().item())
+                    self.assertEqual(ops.abs_max(x[:0]).item(), 0.0)
+                    x[3, 4] = float("-nan")
+                    self.assertTrue(ops.abs_max(x).isnan().item())
+
+
+def ref_w8(x, w, scales, bias):
+    y = (x.double() @ w.double().t()) * scales.double()
+    return y if bias is None else y + bias.double()
+
+
+@needs_torch
+class W8LinearOpTest(unittest.TestCase):
+    def test_against_fp64(self):
+        g = torch.Generator().manual_seed(2)
+        for device in DEVICES:
+            for m, n, k in ((1, 96, 256), (5, 64, 512), (3, 17, 40), (2, 8, 1)):
+                for xdt, sdt, with_bias in ((torch.bfloat16, torch.bfloat16, False), (torch.float16, torch.float32, True)):
+                    x = torch.randn(m, k, generator=g).to(xdt).to(device)
+                    w = torch.randint(-128, 128, (n, k), generator=g, dtype=torch.int8).to(device)
+                    s = (torch.rand(n, generator=g) / 64).to(sdt).to(device)
+                    b = torch.randn(n, generator=g).to(sdt).to(device) if with_bias else None
+                    with self.subTest(device=device, shape=(m, n, k), x=xdt, scales=sdt, bias=with_bias):
+                        y = ops.w8_linear(x, w, s, b)
+                        ref = ref_w8(x, w, s, b)
+                        self.assertEqual((y.shape, y.dtype), ((m, n), xdt))
+                        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+    def test_leading_dims_strides_and_out(self):
+        for device in DEVICES:
+            x = torch.randn(2, 3, 64).to(torch.bfloat16).to(device)
+            w = torch.randint(-128, 128, (48, 80), dtype=torch.int8).to(device)[:, :64]
+            s = (torch.rand(48) / 32).to(torch.bfloat16).to(device)
+            y = ops.w8_linear(x, w, s)
+            ref = ref_w8(x.reshape(6, 64), w, s, None).reshape(2, 3, 48)
+            self.assertEqual(y.shape, (2, 3, 48))
+            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+            buf = torch.full((6, 56), float("nan"), dtype=torch.bfloat16, device=device)
+            ops.w8_linear_out(x.reshape(6, 64), w, s, None, out=buf[:, :48])
+            self.assertTrue(torch.equal(buf[:, :48], y.reshape(6, 48)))
+            self.assertTrue(bool(buf[:, 48:].isnan().all()))
+
+    def test_empty(self):
+        for device in DEVICES:
+            w = torch.ones(4, 8, dtype=torch.int8, device=device)
+            s = torch.ones(4, dtype=torch.bfloat16, device=device)
+            self.assertEqual(ops.w8_linear(torch.ones(0, 8, dtype=torch.bfloat16, device=device), w, s).shape, (0, 4))
+            self.assertEqual(ops.w8_linear(torch.ones(3, 8, dtype=torch.bfloat16, device=device), w[:0], s[:0]).shape,
+                             (3, 0))
+            b = torch.arange(4, dtype=torch.bfloat16, device=device)
+            y = ops.w8_linear(torch.ones(3, 0, dtype=torch.bfloat16, device=device), w[:, :0], s, b)
+            self.assertTrue(torch.equal(y, b.expand(3, 4)))
+
+    def test_errors(self):
+        x, w, s = torch.ones(2, 8, dtype=torch.bfloat16), torch.ones(3, 8, dtype=torch.int8), torch.ones(3)
+        cases = [
+            (Status.ERR_UNSUPPORTED_DTYPE, "bf16 or fp16", lambda: ops.w8_linear(x.float(), w, s)),
+            (Status.ERR_BAD_SIZE, "int8 [N, 8]", lambda: ops.w8_linear(x, w.float(), s)),
+            (Status.ERR_BAD_SIZE, "int8 [N, 8]", lambda: ops.w8_linear(x, torch.ones(3, 9, dtype=torch.int8), s)),
+            (Status.ERR_UNSUPPORTED_DTYPE, "scales", lambda: ops.w8_linear(x, w, torch.ones(4))),
+            (Status.ERR_UNSUPPORTED_DTYPE, "bias", lambda: ops.w8_linear(x, w, s, torch.ones(3, dtype=torch.float16))),
+            (Status.ERR_BAD_SIZE, "out must be", lambda: ops.w8_linear_out(x, w, s, None, out=torch.empty(2, 4))),
+        ]
+        for status, text, call in cases:
+            with self.subTest(text):
+                with self.assertRaises(SchedxError) as cm:
+                    call()
+                self.assertEqual(cm.exception.status, status)
+                self.assertIn(text, str(cm.exception))
+
+
+@needs_torch
+class RegistrationTest(unittest.TestCase):
+    """opcheck: schema, fake (meta) implementation, autograd registration, dynamic shapes."""
+
+    def test_opcheck(self):
+        for device in DEVICES:
+            base = (torch.randn(48, 72) * 10).to(torch.bfloat16).to(device)
+            s = torch.tensor([2.0], device=device)
+            w = torch.randint(-128, 128, (40, 64), dtype=torch.int8).to(device)
+            sc = (torch.rand(40) / 32).to(torch.bfloat16).to(device)
+            for layout, x in (("contiguous", base[:, :64].contiguous()), ("strided", base[:, :64]),
+                              ("transposed", base[:, :64].t().contiguous().t())):
+                with self.subTest(device=device, layout=layout):
+                    opcheck(ops.cast_transpose_fp8.default, (x, s, torch.float8_e4m3fn))
+                    opcheck(ops.cast_transpose_fp8_amax.default, (x, s, torch.float8_e5m2))
+                    opcheck(ops.abs_max.default, (x,))
+                    opcheck(ops.w8_linear.default, (x, w, sc))
+                    opcheck(ops.w8_linear.default, (x.reshape(2, 24, 64), w, sc, sc))
+                    opcheck(ops.w8_linear_out.default, (x, w, sc, None), {"out": torch.empty(48, 40, dtype=x.dtype,
+                                                                                             device=device)})
+                    # test_schema compares mutated fp8 tensors with allclose, which torch lacks for fp8.
+                    opcheck(ops.cast_transpose_fp8_out.default, (x, s),
+                            {"rows": torch.empty(48, 64, dtype=torch.float8_e4m3fn, device=device),
+                             "cols": torch.empty(64, 48, dtype=torch.float8_e4m3fn, device=device).t()},
+                            test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+
+    def test_compile_fullgraph_equals_eager(self):
+        def f(x, s, w, sc):
+            rows, cols, amax, inv = ops.cast_transpose_fp8_amax(x * 2, s, torch.float8_e4m3fn)
+            y = ops.w8_linear(torch.relu(x), w, sc)
+            return rows, cols, amax * inv, y + 1, ops.abs_max(y)
+
+        compiled = torch.compile(f, fullgraph=True)
+        for device in DEVICES:
+            x = (torch.randn(32, 64) * 10).to(torch.bfloat16).to(device)
+            args = (x, torch.tensor([3.0], device=device), torch.randint(-128, 128, (24, 64), dtype=torch.int8,
+                                                                         device=device),
+                    (torch.rand(24) / 32).to(torch.bfloat16).to(device))
+            for got, want in zip(compiled(*args), f(*args)):
+                self.assertEqual((got.shape, got.stride(), got.dtype), (want.shape, want.stride(), want.dtype))
+                self.assertTrue(torch.equal(bits(got), bits(want)))
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
+    def test_reduce_overhead_equals_eager(self):
+        def f(x, s, w, sc):
+            rows, cols = ops.cast_transpose_fp8(x, s, torch.float8_e5m2)
+            return rows, cols, ops.w8_linear(x[:4] * 2, w, sc)
+
+        compiled = torch.compile(f, mode="reduce-overhead", fullgraph=True)
+        w = torch.randint(-128, 128, (64, 128), dtype=torch.int8, device="cuda")
+        sc = (torch.rand(64, device="cuda") / 32).to(torch.bfloat16)
+        s = torch.tensor([3.0], device="cuda")
+        for i in range(4):  # warm-up, recording, replays on new values
+            x = (torch.randn(32, 128, device="cuda") * (i + 1)).to(torch.bfloat16)
+            got, want = compiled(x, s, w, sc), f(x, s, w, sc)
+            for g_, w_ in zip(got, want):
+                self.assertEqual((g_.shape, g_.stride()), (w_.shape, w_.stride()))
+                self.assertTrue(torch.equal(bits(g_), bits(w_)))
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
+    def test_cuda_graph_capture(self):
+        x = (torch.randn(64, 128, device="cuda") * 10).to(torch.bfloat16)
+        s = torch.tensor([2.0], device="cuda")
+        w = torch.randint(-128, 128, (96, 128), dtype=torch.int8, device="cuda")
+        sc = (torch.rand(96, device="cuda") / 32).to(torch.bfloat16)
+        ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)  # warm: modules loaded, scratch allocated
+        ops.w8_linear(x[:1], w, sc)
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
+            y = ops.w8_linear(x[:1], w, sc)
+        x.copy_((torch.randn(64, 128, device="cuda") * 5).to(torch.bfloat16))
+        graph.replay()
+        torch.cuda.synchronize()
+        want = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
+        for got, ref in zip(out, want):
+            self.assertTrue(torch.equal(bits(got), bits(ref)))
+        self.assertTrue(torch.equal(y, ops.w8_linear(x[:1], w, sc)))
+
+
+def gpt_fast_quantize(w):
+    """gpt-fast's dynamically_quantize_per_channel(w.float(), -128, 127, torch.int8),
+    scales then cast to the weight's dtype, as WeightOnlyInt8QuantHandler does."""
+    x = w.float()
+    min_val, max_val = torch.aminmax(x, dim=1)
+    min_neg = torch.min(min_val, torch.zeros_like(min_val))
+    max_pos = torch.max(max_val, torch.zeros_like(max_val))
+    scales = torch.max(-min_neg, max_pos) / (float(127 - (-128)) / 2)
+    scales = torch.clamp(scales, min=torch.finfo(torch.float32).eps)
+    q = torch.clamp(torch.round(x / scales.unsqueeze(-1)), -128, 127).to(torch.int8)
+    return q, scales.to(w.dtype)
+
+
+@needs_torch
+class Int8WeightOnlyLinearTest(unittest.TestCase):
+    def test_quantizes_as_gpt_fast(self):
+        lin = torch.nn.Linear(96, 40, dtype=torch.bfloat16)
+        with torch.no_grad():
+            lin.weight[3] = 0  # an all-zero row: the epsilon clamp
+        q = snn.Int8WeightOnlyLinear.from_linear(lin)
+        want_q, want_s = gpt_fast_quantize(lin.weight)
+        self.assertTrue(torch.equal(q.weight, want_q))
+        self.assertTrue(torch.equal(q.scales, want_s))
+        self.assertTrue(torch.equal(q.bias, lin.bias))
+        for device in DEVICES:
+            q = q.to(device)
+            x = torch.randn(2, 5, 96, dtype=torch.bfloat16, device=device)
+            ref = (x.double() @ want_q.to(device).double().t()) * want_s.to(device).double() + lin.bias.to(device).double()
+            torch.testing.assert_close(q(x).double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+
+    def test_convert_with_filter(self):
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64, dtype=torch.bfloat16), torch.nn.GELU(),
+                                    torch.nn.Sequential(torch.nn.Linear(64, 16, dtype=torch.bfloat16)))
+        seen = []
+        snn.convert_to_int8_weight_only(model, lambda mod, fqn: seen.append(fqn) or fqn != "0")
+        self.assertEqual(seen, ["0", "2.0"])
+        self.assertIs(type(model[0]), torch.nn.Linear)
+        self.assertIs(type(model[2][0]), snn.Int8WeightOnlyLinear)
+
+
+def torchao_tensorwise_reference(x, w, grad, fwd_dtype, grad_dtype, pow2):
+    """torchao's tensorwise float8 linear, transcribed: scale = fp32(max / max(amax, 1e-12))
+    in fp64 (optionally 2^floor(log2)), casts by clamp + .to(), torch._scaled_mm with
+    the reciprocal scales; fast accumulation for the output only."""
+    def cast(t, dtype):
+        amax = t.abs().max().to(torch.float64)
+        s = (torch.finfo(dtype).max / torch.clamp(amax, min=1e-12)).to(torch.float32)
+        if pow2:
+            s = torch.exp2(torch.floor(torch.log2(s)))
+        fmax = torch.finfo(dtype).max
+        return torch.clamp(t.float() * s, -fmax, fmax).to(dtype), s.reciprocal().reshape(1)
+
+    xq, xi = cast(x, fwd_dtype)
+    wq, wi = cast(w, fwd_dtype)
+    gq, gi = cast(grad, grad_dtype)
+    y = torch._scaled_mm(xq, wq.t(), scale_a=xi, scale_b=wi, out_dtype=x.dtype, use_fast_accum=True)
+    gx = torch._scaled_mm(gq, wq.t().contiguous().t(), scale_a=gi, scale_b=wi, out_dtype=x.dtype)
+    gw = torch._scaled_mm(gq.t().contiguous(), xq.t().contiguous().t(), scale_a=gi, scale_b=xi, out_dtype=x.dtype)
+    return y, gx, gw
+
+
+@needs_torch
+class Float8LinearTest(unittest.TestCase):
+    def run_step(self, module, x, grad, weight=None):
+        x = x.clone().requires_grad_()
+        y = module(x)
+        y.backward(grad)
+        return y.detach(), x.grad, (module.weight if weight is None else weight).grad
+
+    def test_current_scaling_matches_torchao_math(self):
+        for device in DEVICES:
+            for grad_dtype in FP8:
+                for pow2 in (False, True):
+                    torch.manual_seed(3)
+                    lin = torch.nn.Linear(64, 48, bias=False, dtype=torch.bfloat16, device=device)
+                    x = (torch.randn(32, 64, device=device) * 3).to(torch.bfloat16)
+                    grad = (torch.randn(32, 48, device=device) / 100).to(torch.bfloat16)
+                    cfg = snn.Float8LinearConfig(grad_dtype=grad_dtype, round_scales_to_power_of_2=pow2)
+                    m = snn.Float8Linear.from_float(lin, cfg)
+                    with self.subTest(device=device, grad=grad_dtype, pow2=pow2):
+                        got = self.run_step(m, x, grad)
+                        want = torchao_tensorwise_reference(x, lin.weight.detach(), grad, torch.float8_e4m3fn,
+                                                            grad_dtype, pow2)
+                        for g_, w_ in zip(got, want):
+                            self.assertTrue(torch.equal(g_, w_))
+
+    def test_delayed_scaling_uses_history(self):
+        for device in DEVICES:
+            torch.manual_seed(4)
+            lin = torch.nn.Linear(64, 32, bias=True, dtype=torch.bfloat16, device=device)
+            m = snn.Float8Linear.from_float(lin, snn.Float8LinearConfig(scaling="delayed", amax_history_len=4))
+            amaxes = []
+            for step in range(3):
+                x = (torch.randn(16, 64, device=device) * (step + 1)).to(torch.bfloat16)
+                y = m(x)
+                y.sum().backward()
+                amaxes.append(x.float().abs().max())
+                with self.subTest(device=device, step=step):
+                    hist = m.delayed.history_input
+                    self.assertEqual(hist[:step + 1].tolist(), [a.item() for a in reversed(amaxes)])
+                    want = snn.amax_to_scale(torch.stack(amaxes).max().reshape(1), torch.float8_e4m3fn)
+                    self.assertTrue(torch.equal(m.delayed.scale_input, want))
+                    self.assertGreater(m.delayed.history_grad_output[0].item(), 0)
+            # The step's output came from the scale of the history before it.
+            self.assertEqual(y.shape, (16, 32))
+
+    def test_compiled_equals_eager(self):
+        device = DEVICES[-1]
+        lin = torch.nn.Linear(64, 48, dtype=torch.bfloat16, device=device)
+        eager = snn.convert_to_float8_training(torch.nn.Sequential(lin))
+        compiled = torch.compile(eager, fullgraph=True)
+        x = (torch.randn(32, 64, device=device) * 3).to(torch.bfloat16)
+        grad = (torch.randn(32, 48, device=device) / 100).to(torch.bfloat16)
+        want = self.run_step(eager, x, grad, lin.weight)
+        lin.weight.grad = None
+        got = self.run_step(compiled, x, grad, lin.weight)
+        for g_, w_ in zip(got, want):
+            self.assertTrue(torch.equal(g_, w_))
+
+    def test_config_errors(self):
+        with self.assertRaises(ValueError):
+            snn.Float8LinearConfig(scaling="dynamic")
+        with self.assertRaises(ValueError):
+            snn.Float8LinearConfig(forward_dtype=torch.float8_e5m2)
+
+
+if __name__ == "__main__":
+    if torch is None:
+        print("torch is not installed: skipping the torch operator tests")
+    unittest.main()

@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
+# Usage: tools/setup.sh [--tests] [--bench]
 # Installs what is missing (Debian packages, the pinned Python tools in .venv), then
-# configures and builds schedx into build/. Safe to run again.
+# configures and builds schedx into build/: libschedx and schedx-explore, and with
+#   --tests  the tests and the README's examples, and in build-fuzz/ (clang) the libFuzzer
+#            targets that build/'s ctest runs;
+#   --bench  the C++ and CUDA benchmarks (bench/).
+# Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+tests=OFF bench=OFF
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=ON ;;
+    --bench) bench=ON ;;
+    *) echo "usage: tools/setup.sh [--tests] [--bench]" >&2; exit 2 ;;
+  esac
+done
 
 need_apt=()
 for pkg in ca-certificates g++ make git python3 python3-venv doctest-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev; do
@@ -22,12 +35,16 @@ fi
 halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
 .venv/bin/cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
-  -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
+  -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
+  -DSCHEDX_TESTS=$tests -DSCHEDX_BENCH=$bench
 .venv/bin/cmake --build build -j"$(nproc)"
 
 # The libFuzzer targets, which build/'s ctest runs (label "fuzz"): clang (libFuzzer comes
-# with Debian's libclang-rt-14-dev), only libschedx, instrumented, and the targets.
+# with Debian's libclang-rt-14-dev) compiles libschedx's own sources instrumented and links
+# them with the pipelines build/ generated, so no Halide variant is generated twice.
+[ "$tests" = ON ] || exit 0
 .venv/bin/cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSCHEDX_FUZZ=ON \
+  -DSCHEDX_MAIN_BUILD_DIR="$PWD/build" \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
   -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python"
-.venv/bin/cmake --build build-fuzz -j"$(nproc)"
+.venv/bin/cmake --build build-fuzz -j"$(nproc)" --target fuzz_abi fuzz_tuning_db

@@ -3,7 +3,7 @@
 # Replays TARGET's regression inputs (tests/fuzz_regressions/TARGET/), then fuzzes it for
 # SECONDS (0: replay only) from its seed corpus (tools/fuzz/corpus/TARGET/). Fails on any crash, leaving
 # the input in FUZZ_BUILD_DIR/fuzz-artifacts/TARGET/. Exits 77 (ctest: skipped) when the
-# fuzz build is missing (tools/setup.sh makes it with clang).
+# fuzz build is missing (`tools/setup.sh --tests` makes it with clang).
 set -euo pipefail
 build=$1 target=$2 seconds=$3
 root=$(cd "$(dirname "$0")/../.." && pwd)

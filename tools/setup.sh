@@ -2,8 +2,9 @@
 # Usage: tools/setup.sh [--tests] [--bench]
 # Installs what is missing (Debian packages, the pinned Python tools in .venv), then
 # configures and builds schedx into build/: libschedx and schedx-explore, and with
-#   --tests  the tests and the README's examples, and in build-fuzz/ (clang) the libFuzzer
-#            targets that build/'s ctest runs;
+#   --tests  the tests and the README's examples, torch (requirements-torch.txt) for the
+#            PyTorch tests, and in build-fuzz/ (clang) the libFuzzer targets that build/'s
+#            ctest runs;
 #   --bench  the C++ and CUDA benchmarks (bench/).
 # Safe to run again.
 set -euo pipefail
@@ -31,6 +32,12 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/pip install -q --disable-pip-version-check -r requirements.txt
+# The tests of the PyTorch side need torch (about 2 minutes and 4.7 GB, mostly download):
+# installed beside the build, which is CPU-bound.
+if [ "$tests" = ON ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements-torch.txt &
+  torch_install=$!
+fi
 
 halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
 .venv/bin/cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
@@ -38,6 +45,7 @@ halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
   -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
   -DSCHEDX_TESTS=$tests -DSCHEDX_BENCH=$bench
 .venv/bin/cmake --build build -j"$(nproc)"
+[ -z "${torch_install:-}" ] || wait "$torch_install"
 
 # The libFuzzer targets, which build/'s ctest runs (label "fuzz"): clang (libFuzzer comes
 # with Debian's libclang-rt-14-dev) compiles libschedx's own sources instrumented and links

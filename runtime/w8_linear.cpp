@@ -2,6 +2,7 @@
 // dequantize + cuBLAS + epilogue or in-place rescale for large M; or x as int8 planes +
 // cuBLAS's int8 GEMM + an exact epilogue for M = 7..128).
 #include <cstdint>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -254,14 +255,21 @@ float scale_dtype_value(const void *p, int64_t i, int bytes) {
 
 // v rounded to nearest-even in x's dtype, as bits.
 uint16_t round_to_half(float v, bool fp16) {
-    if (fp16) {
-        const _Float16 h = static_cast<_Float16>(v);
-        uint16_t bits;
-        std::memcpy(&bits, &h, 2);
-        return bits;
-    }
     uint32_t u;
     std::memcpy(&u, &v, 4);
+    if (fp16) {  // by bits: clang 14 has no _Float16 on x86-64 (the fuzz build)
+        const uint16_t sign = uint16_t((u >> 16) & 0x8000);
+        const uint32_t a = u & 0x7FFFFFFF;
+        if (a > 0x7F800000) return sign | 0x7E00;   // NaN
+        if (a >= 0x477FF000) return sign | 0x7C00;  // 65520 and up round to inf
+        if (a < 0x38800000) {                       // below 2^-14: a subnormal half (m * 2^-24)
+            float af;
+            std::memcpy(&af, &a, 4);
+            return sign | uint16_t(std::nearbyint(af * 16777216.0f));  // exact scaling, nearest-even
+        }
+        const uint32_t r = a - 0x38000000;  // exponent bias 127 -> 15
+        return sign | uint16_t((r + 0xFFF + ((r >> 13) & 1)) >> 13);
+    }
     if ((u & 0x7FFFFFFF) > 0x7F800000) return uint16_t((u >> 16) | 0x40);  // NaN stays NaN
     return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }

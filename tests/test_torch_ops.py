@@ -447,6 +447,68 @@ class Float8LinearTest(unittest.TestCase):
             snn.Float8LinearConfig(forward_dtype=torch.float8_e5m2)
 
 
+def ref_block1x128_rows(x, dtype):
+    """TransformerEngine's 1 x 128 rule for rows, transcribed for finite data: per block
+    s = fp8_max / amax (1 where amax = 0) rounded down to a power of two by masking the
+    mantissa, q = fp8(x * s), scale_inv = 1 / s in [ceil(K/128), pad4(M)]."""
+    m, k = x.shape
+    fmax = torch.finfo(dtype).max
+    xf = x.float()
+    kb = (k + 127) // 128
+    padded = torch.zeros(m, kb * 128)
+    padded[:, :k] = xf.abs()
+    amax = padded.view(m, kb, 128).amax(-1)
+    s = torch.where(amax > 0, fmax / amax, torch.ones_like(amax))
+    s = (s.view(torch.int32) & 0x7F800000).view(torch.float32)
+    q = torch.clamp(xf * s.repeat_interleave(128, dim=1)[:, :k], -fmax, fmax).to(dtype)
+    inv = torch.zeros(kb, (m + 3) // 4 * 4)
+    inv[:, :m] = (1 / s).t()
+    return q, inv
+
+
+@needs_torch
+class QuantizeOpTest(unittest.TestCase):
+    def test_block1x128_rows_against_te_rule(self):
+        for device in DEVICES:
+            x = (torch.randn(70, 300) * 5).to(torch.bfloat16).to(device)
+            for dtype in FP8:
+                with self.subTest(device=device, fp8=dtype):
+                    rows, rows_scale, cols, cols_scale = ops.quantize_fp8(x, "block1x128", dtype)
+                    q, inv = ref_block1x128_rows(x.cpu(), dtype)
+                    self.assertTrue(torch.equal(bits(rows.cpu()), bits(q)))
+                    self.assertTrue(torch.equal(rows_scale.cpu(), inv))
+                    self.assertEqual((cols.shape, cols.stride()), ((300, 70), (70, 1)))
+
+    def test_every_recipe_matches_the_numpy_path(self):
+        import ml_dtypes
+        import numpy as np
+        import schedx.quantize as q
+        x = (torch.randn(33, 130) * 3).to(torch.bfloat16)
+        xn = x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        for recipe in q.RECIPES:
+            for dtype, fmt in zip(FP8, ("e4m3fn", "e5m2")):
+                with self.subTest(recipe=recipe, fmt=fmt):
+                    got = ops.quantize_fp8(x, recipe, dtype, False, 0.0, "floor")
+                    want = q.quantize_fp8(xn, recipe, fmt, pow2_scales=False, mx_mode="floor")
+                    for g, w in zip(got, want):
+                        self.assertEqual(tuple(g.shape), w.shape)
+                        self.assertTrue(np.array_equal(g.contiguous().view(torch.uint8).numpy().view(np.uint8),
+                                                       w.view(np.uint8)))
+
+    def test_opcheck_and_fake_shapes(self):
+        import schedx.quantize as q
+        for device in DEVICES:
+            base = (torch.randn(40, 200) * 3).to(torch.bfloat16).to(device)
+            for recipe in q.RECIPES:
+                with self.subTest(device=device, recipe=recipe):
+                    opcheck(ops.quantize_fp8.default, (base[:, :130], recipe, torch.float8_e4m3fn))
+        for recipe in q.RECIPES:
+            for m, k in ((1, 1), (33, 130), (129, 257), (500, 64)):
+                for columnwise in (False, True):
+                    self.assertEqual(tuple(schedx.ops.quantize_scale_shape(recipe, m, k, columnwise)),
+                                     q.scale_shape(recipe, m, k, columnwise))
+
+
 if __name__ == "__main__":
     if torch is None:
         print("torch is not installed: skipping the torch operator tests")

@@ -12,6 +12,8 @@ traces it with fullgraph=True and CUDA graphs capture it.
   abs_max(x) -> amax
   w8_linear(x, w, scales, bias=None) -> y
   w8_linear_out(x, w, scales, bias, *, out)
+  quantize_fp8(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil")
+      -> (rows, rows_scale, cols, cols_scale)   (block-scaled recipes: schedx.quantize)
 
 rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
 [K, M] row-major buffer, transposed); amax and scale_inv are one-element float32.
@@ -37,6 +39,8 @@ _lib.define("cast_transpose_fp8_out(Tensor x, Tensor scale, *, Tensor(a!)? rows,
 _lib.define("abs_max(Tensor x) -> Tensor")
 _lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
 _lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
+_lib.define("quantize_fp8(Tensor x, str recipe, ScalarType dtype, bool pow2_scales=True, float epsilon=0.0, "
+            "str mx_mode=\"rceil\") -> (Tensor rows, Tensor rows_scale, Tensor cols, Tensor cols_scale)")
 
 
 _lib_handle = _capi.lib
@@ -233,9 +237,42 @@ def w8_linear_out(x, w, scales, bias, *, out):
     _w8_into(x, w, scales, bias, out)
 
 
+def _fp8_name(dtype):
+    if dtype not in _FP8_CODES:
+        _fail(Status.ERR_UNSUPPORTED_FORMAT, f"dtype must be float8_e4m3fn or float8_e5m2, got {dtype}")
+    return "e4m3fn" if dtype == torch.float8_e4m3fn else "e5m2"
+
+
+def quantize_fp8(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil"):
+    from . import quantize
+    return quantize.quantize_fp8(x, recipe, _fp8_name(dtype), True, True, pow2_scales, epsilon, mx_mode)
+
+
+def quantize_scale_shape(recipe, m, k, columnwise):
+    """The scale array's shape (schedx.h, schedx_quantize_fp8), in Python so that it holds
+    for symbolic sizes; tests check it against schedx_quantize_fp8_scale_shape."""
+    def ceil(a, b):
+        return (a + b - 1) // b
+
+    def pad4(n):
+        return ceil(n, 4) * 4
+
+    if columnwise:
+        m, k = k, m  # cols quantizes x transposed: its rows run along the original M
+    if recipe == "block1x128":
+        return ceil(k, 128), pad4(m)
+    if recipe == "block128x128":
+        return ceil(m, 128), pad4(ceil(k, 128))
+    if recipe == "mxfp8":
+        return m, ceil(k, 32)
+    if recipe == "axiswise":
+        return (1, m) if columnwise else (m, 1)
+    _fail(Status.ERR_UNSUPPORTED_FORMAT, f"unknown recipe {recipe!r}")
+
+
 for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
                    ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
-                   ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out)):
+                   ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
     _lib.impl(_name, _fn, "CPU")
     _lib.impl(_name, _fn, "CUDA")
 
@@ -270,3 +307,14 @@ def _(x, w, scales, bias=None):
 @torch.library.register_fake("schedx::w8_linear_out")
 def _(x, w, scales, bias, *, out):
     return None
+
+
+@torch.library.register_fake("schedx::quantize_fp8")
+def _(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil"):
+    _fp8_name(dtype)
+    if x.dim() != 2:
+        _fail(Status.ERR_BAD_SIZE, f"x must be 2-D, got shape {tuple(x.shape)}")
+    m, k = x.shape
+    scale_dtype = torch.uint8 if recipe == "mxfp8" else torch.float32
+    return (x.new_empty((m, k), dtype=dtype), x.new_empty(quantize_scale_shape(recipe, m, k, False), dtype=scale_dtype),
+            x.new_empty((k, m), dtype=dtype), x.new_empty(quantize_scale_shape(recipe, m, k, True), dtype=scale_dtype))

@@ -719,30 +719,41 @@ def graph_check():
 
 # ---------------------------------------------------------------- host-side cost
 
+def per_call_us(fn, n_calls=400, reps=7):
+    """Host microseconds per call of fn, back to back (median of `reps` rounds of `n_calls`)."""
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    # The collector's full passes walk every object torch.compile has cached by now;
+    # they would be charged to whichever call happens to trigger them.
+    gc.collect()
+    gc.freeze()
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            for _ in range(n_calls):
+                fn()
+            ts.append((time.perf_counter() - t0) / n_calls * 1e6)
+            torch.cuda.synchronize()
+    finally:
+        gc.unfreeze()
+    return statistics.median(ts)
+
+
+def write_report(title, env, body, out):
+    """Prints a results file (title, the environment's lines, then `body`'s lines) and
+    writes it to `out` when given."""
+    text = "\n".join([f"# {title}, {env['date'][:10]}", ""] + [f"- {k}: {v}" for k, v in env.items()] + [""] + body)
+    print(text)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+
+
 def host_cost(rep, timer):
     """Host microseconds per call, back-to-back launches on a small shape (the GPU keeps
     up, so the host is what is measured): the Python API, the raw C ABI through ctypes
     (argument checks, dispatch, launch, plus ~1 us of ctypes), and eager torch."""
-    n_calls, reps = 400, 7
-
-    def per_call(fn):
-        fn()
-        torch.cuda.synchronize()
-        ts = []
-        # The collector's full passes walk every object torch.compile has cached by now;
-        # they would be charged to whichever call happens to trigger them.
-        gc.collect()
-        gc.freeze()
-        try:
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                for _ in range(n_calls):
-                    fn()
-                ts.append((time.perf_counter() - t0) / n_calls * 1e6)
-                torch.cuda.synchronize()
-        finally:
-            gc.unfreeze()
-        return statistics.median(ts)
 
     rows = []
     m, k = 256, 256
@@ -761,13 +772,13 @@ def host_cost(rep, timer):
     _capi.check(lib.schedx_cast_transpose_fp8(*args))
     kernel = rep.attempt("host cost kernel time", lambda: timer(lambda: schedx.cast_transpose_fp8(x, scale)))
     label = f"cast_transpose {m}x{k}"
-    rows.append([label, "schedx Python API", rep.attempt("host cost python", lambda: per_call(
+    rows.append([label, "schedx Python API", rep.attempt("host cost python", lambda: per_call_us(
         lambda: schedx.cast_transpose_fp8(x, scale))), kernel])
-    rows.append([label, "schedx Python API, outputs given (out=)", rep.attempt("host cost python out", lambda: per_call(
+    rows.append([label, "schedx Python API, outputs given (out=)", rep.attempt("host cost python out", lambda: per_call_us(
         lambda: schedx.cast_transpose_fp8(x, scale, out=(rows_out, cols_out.T)))), kernel])
-    rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost C ABI", lambda: per_call(raw)), kernel])
+    rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost C ABI", lambda: per_call_us(raw)), kernel])
     eager = fp8_fn("e4m3fn")
-    rows.append([label, "eager torch (4 kernels)", rep.attempt("host cost eager", lambda: per_call(
+    rows.append([label, "eager torch (4 kernels)", rep.attempt("host cost eager", lambda: per_call_us(
         lambda: eager(x, scale))), rep.attempt("eager small kernel time", lambda: timer(lambda: eager(x, scale)))])
     if schedx.has_w8_linear():
         # N = K = 1024: the GEMV takes ~3 us, so back-to-back calls measure the host.
@@ -785,18 +796,18 @@ def host_cost(rep, timer):
         kt = rep.attempt("host cost w8 kernel", lambda: timer(lambda: schedx.w8_linear(xw, w, scales)))
         wd = w.to(torch.bfloat16)
         label = f"w8_linear M=1 N=K={nk}"
-        rows.append([label, "schedx Python API", rep.attempt("host cost w8 python", lambda: per_call(
+        rows.append([label, "schedx Python API", rep.attempt("host cost w8 python", lambda: per_call_us(
             lambda: schedx.w8_linear(xw, w, scales))), kt])
         rows.append([label, "schedx Python API, output given (out=)", rep.attempt("host cost w8 python out",
-                     lambda: per_call(lambda: schedx.w8_linear(xw, w, scales, out=y))), kt])
-        rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost w8 C ABI", lambda: per_call(
+                     lambda: per_call_us(lambda: schedx.w8_linear(xw, w, scales, out=y))), kt])
+        rows.append([label, "schedx C ABI via ctypes", rep.attempt("host cost w8 C ABI", lambda: per_call_us(
             lambda: lib.schedx_w8_linear(*wargs))), kt])
         rows.append([label, "ctypes floor: the same call rejected at M = 0 (no launch)", rep.attempt(
-            "host cost ctypes floor", lambda: per_call(lambda: lib.schedx_w8_linear(*rejected))), "-"])
-        rows.append([label, "torch.empty of y alone", rep.attempt("host cost torch.empty", lambda: per_call(
+            "host cost ctypes floor", lambda: per_call_us(lambda: lib.schedx_w8_linear(*rejected))), "-"])
+        rows.append([label, "torch.empty of y alone", rep.attempt("host cost torch.empty", lambda: per_call_us(
             lambda: torch.empty((1, nk), dtype=torch.bfloat16, device=0))), "-"])
         rows.append([label, "eager F.linear on bf16 W (one kernel)", rep.attempt("host cost eager linear",
-                     lambda: per_call(lambda: F.linear(xw, wd))), rep.attempt(
+                     lambda: per_call_us(lambda: F.linear(xw, wd))), rep.attempt(
                          "eager linear kernel time", lambda: timer(lambda: F.linear(xw, wd)))])
     return md_table(["call", "path", "host us per call", "GPU kernel us"], rows)
 

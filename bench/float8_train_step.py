@@ -20,11 +20,10 @@ import statistics
 import sys
 
 import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx.nn as snn  # noqa: E402
-from compare_torch import environment, md_table  # noqa: E402
+from compare_torch import environment, md_table, write_report  # noqa: E402
 
 SHAPES = [(16384, 4096, 14336), (16384, 14336, 4096), (8192, 8192, 8192)]
 ROUNDS = 7
@@ -183,19 +182,11 @@ def main():
                 exact.append([shape, label, *("yes" if s else "no" for s in same)])
     table = md_table(["M x K x N", "step", "us per step", "casts us (share)", "GPU busy us", "speed-up over bf16",
                       "speed-up over torchao"], rows)
-    md = [f"# Float8 linear training step, tensorwise, {env['date'][:10]}", ""]
-    md += [f"- {k}: {v}" for k, v in env.items()]
-    md += ["", "Forward + backward of one linear, CUDA events; the variants timed in turn, 7 rounds of 3 steps, "
-           "medians; casts = GPU time in kernels other than the three GEMMs, GPU busy = in all kernels (torch "
-           "profiler, 3 steps).", "", table, "",
-           "schedx against torchao's compiled Float8Linear, bit for bit:", "",
-           md_table(["M x K x N", "schedx", "y", "grad x", "grad W"], exact), ""]
-    text = "\n".join(md)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-
+    write_report("Float8 linear training step, tensorwise", env, [
+        "Forward + backward of one linear, CUDA events; the variants timed in turn, 7 rounds of 3 steps, medians; "
+        "casts = GPU time in kernels other than the three GEMMs, GPU busy = in all kernels (torch profiler, "
+        "3 steps).", "", table, "", "schedx against torchao's compiled Float8Linear, bit for bit:", "",
+        md_table(["M x K x N", "schedx", "y", "grad x", "grad W"], exact), ""], args.out)
 
 if __name__ == "__main__":
     main()

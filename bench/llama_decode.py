@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx.nn as snn  # noqa: E402
-from compare_torch import environment, md_table  # noqa: E402
+from compare_torch import environment, md_table, write_report  # noqa: E402
 
 
 class Config:
@@ -233,18 +233,11 @@ def main():
         torch.cuda.empty_cache()
     table = md_table(["batch", "weights", "tokens/s", "steps/s", "us per step", "weight GiB", "weight GB/s",
                       "same-size read time / step time", "compile s"], rows)
-    md = [f"# Decode, Llama-3-8B-shaped, {args.layers} layers + output head, {env['date'][:10]}", ""]
-    md += [f"- {k}: {v}" for k, v in env.items()]
-    md += ["", "Greedy decode from position 0 (short context: the KV cache read is small), one token per step per "
-           "sequence, torch.compile(mode='reduce-overhead', fullgraph=True) with coordinate-descent tuning; "
-           "medians of 3 rounds of " + str(args.steps) + " steps, host loop included.", "", table, "",
-           "GPU kernels of the first batch size (torch profiler):", ""] + profiles
-    text = "\n".join(md)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-
+    write_report(f"Decode, Llama-3-8B-shaped, {args.layers} layers + output head", env, [
+        "Greedy decode from position 0 (short context: the KV cache read is small), one token per step per "
+        "sequence, torch.compile(mode='reduce-overhead', fullgraph=True) with coordinate-descent tuning; "
+        f"medians of 3 rounds of {args.steps} steps, host loop included.", "", table, "",
+        "GPU kernels of the first batch size (torch profiler):", ""] + profiles, args.out)
 
 if __name__ == "__main__":
     main()

@@ -11,11 +11,8 @@ Usage (GPU machine, repository root):
 """
 
 import argparse
-import gc
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -24,25 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import schedx  # noqa: E402
 import schedx.ops  # noqa: E402
 from schedx import _capi  # noqa: E402
-from compare_torch import environment, md_table  # noqa: E402
-
-
-def per_call_us(fn, n_calls=400, reps=7):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    gc.collect()
-    gc.freeze()
-    try:
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(n_calls):
-                fn()
-            ts.append((time.perf_counter() - t0) / n_calls * 1e6)
-            torch.cuda.synchronize()
-    finally:
-        gc.unfreeze()
-    return statistics.median(ts)
+from compare_torch import environment, md_table, per_call_us, write_report  # noqa: E402
 
 
 def main():
@@ -105,13 +84,7 @@ def main():
     ]
     for r in rows:
         r[2] = f"{r[2]:.2f}"
-    md = [f"# Host time per eager call, {env['date'][:10]}", ""] + [f"- {k}: {v}" for k, v in env.items()]
-    md += ["", md_table(["call", "path", "host us per call"], rows), ""]
-    text = "\n".join(md)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+    write_report("Host time per eager call", env, [md_table(["call", "path", "host us per call"], rows), ""], args.out)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,16 @@ def bits(t):
     return t.contiguous().view(torch.uint8) if t.dtype.itemsize == 1 else t
 
 
+def assert_fails_with(test, cases):
+    """Each (status, text, call): call raises SchedxError with that status and text."""
+    for status, text, call in cases:
+        with test.subTest(text):
+            with test.assertRaises(SchedxError) as cm:
+                call()
+            test.assertEqual(cm.exception.status, status)
+            test.assertIn(text, str(cm.exception))
+
+
 def poisoned(shape, dtype, device, ld=None):
     """An output buffer full of 0x5A bytes, with rows `ld` apart (padding stays poisoned)."""
     cols = shape[1] if ld is None else ld
@@ -152,12 +162,7 @@ class CastTransposeOpTest(unittest.TestCase):
             (Status.ERR_OVERLAP, "overlap", lambda: ops.cast_transpose_fp8_out(
                 x, s, rows=(buf := torch.empty(8, 16, dtype=FP8[0])), cols=buf.view(16, 8).t())),
         ]
-        for status, text, call in cases:
-            with self.subTest(text):
-                with self.assertRaises(SchedxError) as cm:
-                    call()
-                self.assertEqual(cm.exception.status, status)
-                self.assertIn(text, str(cm.exception))
+        assert_fails_with(self, cases)
 
 
 @needs_torch
@@ -232,12 +237,7 @@ class W8LinearOpTest(unittest.TestCase):
             (Status.ERR_UNSUPPORTED_DTYPE, "bias", lambda: ops.w8_linear(x, w, s, torch.ones(3, dtype=torch.float16))),
             (Status.ERR_BAD_SIZE, "out must be", lambda: ops.w8_linear_out(x, w, s, None, out=torch.empty(2, 4))),
         ]
-        for status, text, call in cases:
-            with self.subTest(text):
-                with self.assertRaises(SchedxError) as cm:
-                    call()
-                self.assertEqual(cm.exception.status, status)
-                self.assertIn(text, str(cm.exception))
+        assert_fails_with(self, cases)
 
 
 @needs_torch

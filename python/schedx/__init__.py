@@ -39,7 +39,7 @@ def _torch_ops(obj):
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(obj, torch.Tensor):
         return None
-    from . import ops  # noqa: F401
+    from . import ops  # noqa: F401  (registers the operators)
     return torch.ops.schedx
 
 
@@ -163,9 +163,9 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     if fmt not in _capi.FP8_FORMATS:
         raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
     wanted = (rows, cols) + ((True, True) if amax else ())
-    ops = _torch_ops(x)
-    if ops is not None:
-        return _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted)
+    torch_ops = _torch_ops(x)
+    if torch_ops is not None:
+        return _cast_transpose_torch(torch_ops, x, scale, fmt, rows, cols, amax, out, wanted)
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
     if xa.dtype == _capi.INT8:
@@ -193,14 +193,15 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     return out
 
 
-def _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted):
+def _cast_transpose_torch(torch_ops, x, scale, fmt, rows, cols, amax, out, wanted):
     torch = sys.modules["torch"]
     from . import ops as ops_module
     fp8 = getattr(torch, "float8_" + fmt)
     if isinstance(scale, numbers.Real):
         scale = torch.full((1,), float(scale), dtype=torch.float32, device=x.device)
     if out is None and rows and cols:
-        return ops.cast_transpose_fp8_amax(x, scale, fp8) if amax else ops.cast_transpose_fp8(x, scale, fp8)
+        return (torch_ops.cast_transpose_fp8_amax(x, scale, fp8) if amax else
+                torch_ops.cast_transpose_fp8(x, scale, fp8))
     if out is None:
         if x.dim() != 2:
             raise _error(Status.ERR_BAD_SIZE, f"x must be 2-D, got shape {tuple(x.shape)}")
@@ -213,7 +214,7 @@ def _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted):
         for o in out[:2]:
             if o is not None and o.dtype != fp8:
                 raise _error(Status.ERR_UNSUPPORTED_DTYPE, f"outputs must have dtype {fp8}, got {o.dtype}")
-    ops.cast_transpose_fp8_out(x, scale, rows=out[0], cols=out[1], amax=out[2] if amax else None,
+    torch_ops.cast_transpose_fp8_out(x, scale, rows=out[0], cols=out[1], amax=out[2] if amax else None,
                                scale_inv=out[3] if amax else None)
     return out
 
@@ -221,9 +222,9 @@ def _cast_transpose_torch(ops, x, scale, fmt, rows, cols, amax, out, wanted):
 def abs_max(x):
     """max |x| of a bf16, fp16 or fp32 tensor/array as a one-element float32 of its kind
     (NaN if x holds one, 0 for an empty x): the amax of current fp8 scaling."""
-    ops = _torch_ops(x)
-    if ops is not None:
-        return ops.abs_max(x)
+    torch_ops = _torch_ops(x)
+    if torch_ops is not None:
+        return torch_ops.abs_max(x)
     import numpy as np
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
@@ -250,11 +251,11 @@ def w8_linear(x, w, scales, bias=None, out=None):
     the int8 planes path (tensor cores; see schedx_w8_linear in schedx.h): there a row of
     x holding inf or NaN gives NaN in all its outputs.
     """
-    ops = _torch_ops(x)
-    if ops is not None:
+    torch_ops = _torch_ops(x)
+    if torch_ops is not None:
         if out is None:
-            return ops.w8_linear(x, w, scales, bias)
-        ops.w8_linear_out(x, w, scales, bias, out=out)
+            return torch_ops.w8_linear(x, w, scales, bias)
+        torch_ops.w8_linear_out(x, w, scales, bias, out=out)
         return out
     if not has_w8_linear():
         raise NotImplementedError(f"{_capi.lib()._name} has no schedx_w8_linear (built before issue 3)")

@@ -15,7 +15,6 @@ import dataclasses
 from typing import Callable, Optional
 
 import torch
-import torch.nn.functional as F
 
 from . import ops  # noqa: F401  (registers torch.ops.schedx)
 

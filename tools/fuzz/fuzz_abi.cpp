@@ -279,6 +279,19 @@ void common_causes(const std::vector<Arg *> &args, std::set<schedx_status> &caus
     if (any_alias) causes.insert(SCHEDX_ERR_OVERLAP);
 }
 
+// The causes every operator shares, then memory for the arguments (false: a valid call too
+// large to run, skipped) and the inputs' bytes.
+bool prepare(FuzzedDataProvider &in, std::vector<Arg *> &args, std::set<schedx_status> &causes) {
+    common_causes(args, causes);
+    if (!allocate(in, args, !causes.empty())) return false;
+    for (Arg *a : args) {
+        if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);  // its span may reach another mapping
+        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
+    }
+    fill_inputs(in, args);
+    return true;
+}
+
 void fuzz_cast_transpose(FuzzedDataProvider &in) {
     std::set<schedx_status> causes;
     const bool forced = force(in, "cast_transpose");
@@ -317,13 +330,7 @@ void fuzz_cast_transpose(FuzzedDataProvider &in) {
         causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
     }
     std::vector<Arg *> args{&x, &scale, &rows, &cols, &amax, &scale_inv};
-    common_causes(args, causes);
-    if (!allocate(in, args, !causes.empty())) return;
-    for (Arg *a : args) {
-        if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);  // its span may reach another mapping
-        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
-    }
-    fill_inputs(in, args);
+    if (!prepare(in, args, causes)) return;
     if (scale.buf && !scale.short_buffer) {
         const float s = 0.5f + float(in.ConsumeIntegralInRange<int>(0, 8));
         std::memcpy(scale.buf->data(), &s, 4);
@@ -368,13 +375,7 @@ void fuzz_w8_linear(FuzzedDataProvider &in) {
     }
     if (m >= 0 && k >= 0 && n >= 0 && (x.ld < k || w.ld < k || y.ld < n)) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
     std::vector<Arg *> args{&x, &w, &scales, &bias, &y};
-    common_causes(args, causes);
-    if (!allocate(in, args, !causes.empty())) return;
-    for (Arg *a : args) {
-        if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);
-        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
-    }
-    fill_inputs(in, args);
+    if (!prepare(in, args, causes)) return;
     const Snapshot before(args);
     const schedx_status status =
         schedx_w8_linear(x.ptr, m, k, x.ld, schedx_dtype(x_dtype), reinterpret_cast<const int8_t *>(w.ptr), n, w.ld,
@@ -400,13 +401,7 @@ void fuzz_abs_max(FuzzedDataProvider &in) {
     if (dtype != SCHEDX_BF16 && dtype != SCHEDX_FP16 && dtype != SCHEDX_FP32) causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
     if (m >= 0 && k >= 0 && x.ld < k) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
     std::vector<Arg *> args{&x, &amax};
-    common_causes(args, causes);
-    if (!allocate(in, args, !causes.empty())) return;
-    for (Arg *a : args) {
-        if (a->short_buffer) causes.insert(SCHEDX_ERR_OVERLAP);
-        if (misaligned(*a)) causes.insert(SCHEDX_ERR_MISALIGNED);
-    }
-    fill_inputs(in, args);
+    if (!prepare(in, args, causes)) return;
     const Snapshot before(args);
     const schedx_status status = schedx_abs_max(x.ptr, m, k, x.ld, schedx_dtype(dtype),
                                                 reinterpret_cast<float *>(amax.ptr), dev, nullptr);

@@ -340,19 +340,7 @@ private:
                 // A thread per column, down the rows (coalesced across threads).
                 cols_scale->gpu_tile(x, y, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
                 col_amax_axis.compute_at(*cols_scale, xi);
-                Func tile_q = cols_q.in(*cols);
-                cols->tile(y, x, yo, xo, yi, xi, 32, 32, TailStrategy::GuardWithIf)
-                    .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
-                    .reorder(xi, yi, xt, yo, xo)
-                    .unroll(xi)
-                    .gpu_blocks(yo, xo)
-                    .gpu_threads(yi, xt);
-                tile_q.compute_at(*cols, yo)
-                    .store_in(MemoryType::GPUShared)
-                    .split(y, yt, y, 4, TailStrategy::GuardWithIf)
-                    .reorder(y, x, yt)
-                    .unroll(y)
-                    .gpu_threads(x, yt);
+                schedule_cols_staged(32);
             }
         } else {
             throw std::invalid_argument("recipe axis has cpu and cuda_general schedules only");
@@ -472,6 +460,24 @@ private:
         }
     }
 
+    // cols (x transposed) in tile_m x 32 tiles: the codes staged in shared memory, each
+    // thread storing 4 consecutive bytes of a column.
+    void schedule_cols_staged(int tile_m) {
+        Func tile_q = cols_q.in(*cols);
+        cols->tile(y, x, yo, xo, yi, xi, tile_m, 32, TailStrategy::GuardWithIf)
+            .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
+            .reorder(xi, yi, xt, yo, xo)
+            .unroll(xi)
+            .gpu_blocks(yo, xo)
+            .gpu_threads(yi, xt);
+        tile_q.compute_at(*cols, yo)
+            .store_in(MemoryType::GPUShared)
+            .split(y, yt, y, 4, TailStrategy::GuardWithIf)
+            .reorder(y, x, yt)
+            .unroll(y)
+            .gpu_threads(x, yt);
+    }
+
     // General CUDA path for any shape and leading dimension (element I/O, a kernel per
     // output). Each kernel computes the block scales it needs inside its blocks: rows in
     // 128 x 32 tiles (a thread per row of a block reduces it from L1), cols in 32 x 32
@@ -491,20 +497,7 @@ private:
             scales_in_block(rows_scale_for_q, *rows, xo);
         }
         if (cols) {
-            Func tile_q = cols_q.in(*cols);
-            const int TM = square ? 128 : 32;
-            cols->tile(y, x, yo, xo, yi, xi, TM, 32, TailStrategy::GuardWithIf)
-                .split(xi, xt, xi, 4, TailStrategy::GuardWithIf)
-                .reorder(xi, yi, xt, yo, xo)
-                .unroll(xi)
-                .gpu_blocks(yo, xo)
-                .gpu_threads(yi, xt);
-            tile_q.compute_at(*cols, yo)
-                .store_in(MemoryType::GPUShared)
-                .split(y, yt, y, 4, TailStrategy::GuardWithIf)
-                .reorder(y, x, yt)
-                .unroll(y)
-                .gpu_threads(x, yt);
+            schedule_cols_staged(square ? 128 : 32);
             scales_in_block(cols_scale_for_q, *cols, yo);
         }
         for (auto [o, b] : {std::pair{rows_scale, &rows_scale_for_array}, std::pair{cols_scale, &cols_scale_for_array}}) {

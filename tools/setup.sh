@@ -18,8 +18,9 @@ for arg in "$@"; do
   esac
 done
 
+# python3-dev: torch.compile's CPU backend (the torch tests) compiles against Python.h.
 need_apt=()
-for pkg in ca-certificates g++ make git python3 python3-venv doctest-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev; do
+for pkg in ca-certificates g++ make git python3 python3-venv python3-dev doctest-dev nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then

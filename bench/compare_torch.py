@@ -721,8 +721,9 @@ def graph_check():
 
 def per_call_us(fn, n_calls=400, reps=7):
     """Host microseconds per call of fn, back to back (median of `reps` rounds of `n_calls`)."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     fn()
-    torch.cuda.synchronize()
+    sync()
     ts = []
     # The collector's full passes walk every object torch.compile has cached by now;
     # they would be charged to whichever call happens to trigger them.
@@ -734,7 +735,7 @@ def per_call_us(fn, n_calls=400, reps=7):
             for _ in range(n_calls):
                 fn()
             ts.append((time.perf_counter() - t0) / n_calls * 1e6)
-            torch.cuda.synchronize()
+            sync()
     finally:
         gc.unfreeze()
     return statistics.median(ts)
@@ -837,11 +838,16 @@ def environment(args):
         triton_version = triton.__version__
     except Exception:  # noqa: BLE001
         triton_version = "not importable"
-    props = torch.cuda.get_device_properties(0)
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu = f"{torch.cuda.get_device_name()} ({props.multi_processor_count} SMs, {props.total_memory / 2**30:.0f} GiB)"
+    else:
+        cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                   "unknown")
+        gpu = f"none: CPU only ({cpu}, {os.cpu_count()} cores)"
     return {
         "date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
-        "GPU": f"{torch.cuda.get_device_name()} ({props.multi_processor_count} SMs, "
-               f"{props.total_memory / 2**30:.0f} GiB)",
+        "GPU": gpu,
         "driver": (sh(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]).splitlines()
                    or ["unknown"])[0],
         "torch": f"{torch.__version__} (CUDA {torch.version.cuda})",

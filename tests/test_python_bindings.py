@@ -5,6 +5,7 @@ and ml-dtypes, and the file runs as a script. ctest sets SCHEDX_LIBRARY to the l
 just built and PYTHONPATH to python/.
 """
 
+import ctypes
 import os
 import sys
 import tempfile
@@ -246,6 +247,15 @@ class ErrorTest(unittest.TestCase):
                                 out=(rows, cols, np.empty(2, np.float32), np.empty(1, np.float32)))
         self.assertRaisesStatus(Status.ERR_OVERLAP, "", ct, self.x, 1.0,
                                 out=(rows, rows.view(np.uint8).reshape(16, 8).view(fp8).T))
+
+    def test_status_names_match_the_header(self):
+        """schedx_status_name (the C++ torch kernels' error text) agrees with Status."""
+        name = schedx._capi.lib().schedx_status_name
+        name.restype, name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        for status in Status:
+            self.assertEqual(name(status).decode(), "SCHEDX_" + status.name)
+        self.assertEqual(name(len(Status)).decode(), "SCHEDX_UNKNOWN_STATUS")
+        self.assertIsInstance(SchedxError(Status.ERR_BAD_SIZE, "m"), RuntimeError)
 
     def test_returned_by_the_c_abi(self):
         ct = schedx.cast_transpose_fp8

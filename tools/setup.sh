@@ -41,12 +41,20 @@ if [ "$tests" = ON ]; then
 fi
 
 halide_dir=$(.venv/bin/python -c 'import halide; print(halide.install_dir())')
-.venv/bin/cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
-  -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
-  -DSCHEDX_TESTS=$tests -DSCHEDX_BENCH=$bench
-.venv/bin/cmake --build build -j"$(nproc)"
-[ -z "${torch_install:-}" ] || wait "$torch_install"
+configure_and_build() {
+  .venv/bin/cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_MAKE_PROGRAM="$PWD/.venv/bin/ninja" \
+    -DHalide_DIR="$halide_dir/lib64/cmake/Halide" -DPython3_EXECUTABLE="$PWD/.venv/bin/python" \
+    -DSCHEDX_TESTS=$tests -DSCHEDX_BENCH=$bench
+  .venv/bin/cmake --build build -j"$(nproc)"
+}
+configure_and_build
+# With torch now installed, configuring again adds torch.ops.schedx's C++ kernels
+# (python/CMakeLists.txt); nothing else is rebuilt.
+if [ -n "${torch_install:-}" ]; then
+  wait "$torch_install"
+  configure_and_build
+fi
 
 # The libFuzzer targets, which build/'s ctest runs (label "fuzz"): clang (libFuzzer comes
 # with Debian's libclang-rt-14-dev) compiles libschedx's own sources instrumented and links

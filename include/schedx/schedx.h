@@ -74,6 +74,9 @@ typedef SCHEDX_ENUM(schedx_fp8_format) { SCHEDX_E4M3FN = 0, SCHEDX_E5M2 = 1 } sc
 /* Message for the last failed call on this thread ("" if none). */
 const char *schedx_last_error(void);
 
+/* The enumerator's name of a status ("SCHEDX_ERR_BAD_SIZE"), or "SCHEDX_UNKNOWN_STATUS". */
+const char *schedx_status_name(schedx_status status);
+
 /* The variant registry (schedules/variants.json), in its order. */
 typedef struct schedx_variant_info {
     const char *name;   /* e.g. "cast_transpose_bf16_e4m3_t64r4w4" */

@@ -35,11 +35,12 @@ class Status(enum.IntEnum):
     ERR_MISALIGNED = 16
 
 
-class SchedxError(ValueError):
+class SchedxError(ValueError, RuntimeError):
     """A rejected or failed call: `status` is a Status, `message` says why.
 
     Raised both for mistakes caught in Python (shape, dtype, device, layout) and for
-    errors the C ABI returns, whose message is schedx_last_error().
+    errors the C ABI returns, whose message is schedx_last_error(). A RuntimeError too,
+    as failures of torch.ops.schedx's C++ kernels are (with the same text).
     """
 
     def __init__(self, status, message):

@@ -1,10 +1,15 @@
 """schedx's operators in PyTorch: torch.ops.schedx.*.
 
-Declared with torch.library's define/impl (a Python kernel per device over libschedx's C
-ABI through ctypes, on the tensor's current CUDA stream), not torch.library.custom_op,
-whose wrapper costs several microseconds more per call. Each op has a fake (meta)
+Declared with torch.library's define/impl, not torch.library.custom_op, whose wrapper
+costs several microseconds more per call. w8_linear and w8_linear_out run C++ kernels
+(python/csrc/torch_ops.cpp, libschedx_torch.so beside libschedx.so, registered through
+PyTorch's stable ABI) where that library is built; every other op, and those two without
+it, run a Python kernel over libschedx's C ABI through ctypes. Either way the call runs
+on the tensor's current CUDA stream. SCHEDX_TORCH_KERNELS=python skips the C++ kernels;
+SCHEDX_TORCH_KERNELS=c++ makes their absence an error. Each op has a fake (meta)
 implementation with the real outputs' shapes, dtypes and strides, so torch.compile
-traces it with fullgraph=True and CUDA graphs capture it.
+traces it with fullgraph=True and CUDA graphs capture it. A failure raises RuntimeError,
+as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
 
   cast_transpose_fp8(x, scale, dtype) -> (rows, cols)
   cast_transpose_fp8_amax(x, scale, dtype) -> (rows, cols, amax, scale_inv)
@@ -18,6 +23,8 @@ traces it with fullgraph=True and CUDA graphs capture it.
 rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
 [K, M] row-major buffer, transposed); amax and scale_inv are one-element float32.
 """
+
+import os
 
 import torch
 
@@ -270,11 +277,33 @@ def quantize_scale_shape(recipe, m, k, columnwise):
     _fail(Status.ERR_UNSUPPORTED_FORMAT, f"unknown recipe {recipe!r}")
 
 
+def _load_cpp_kernels():
+    """Loads libschedx_torch.so from beside the loaded libschedx.so; "c++" if it did, else
+    "python"."""
+    choice = os.environ.get("SCHEDX_TORCH_KERNELS", "")
+    if choice not in ("", "python", "c++"):
+        raise ValueError(f"SCHEDX_TORCH_KERNELS must be python or c++, got {choice!r}")
+    if choice == "python":
+        return "python"
+    path = os.path.join(os.path.dirname(os.path.abspath(_capi.lib()._name)), "libschedx_torch.so")
+    if os.path.exists(path):
+        torch.ops.load_library(path)
+        return "c++"
+    if choice == "c++":
+        raise OSError(f"SCHEDX_TORCH_KERNELS=c++ but {path} does not exist (built where the build's Python has torch)")
+    return "python"
+
+
+# Which kernels w8_linear and w8_linear_out run: "c++" or "python".
+w8_kernels = _load_cpp_kernels()
+_CPP_KERNEL_OPS = ("w8_linear", "w8_linear_out") if w8_kernels == "c++" else ()
+
 for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
                    ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
                    ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
-    _lib.impl(_name, _fn, "CPU")
-    _lib.impl(_name, _fn, "CUDA")
+    if _name not in _CPP_KERNEL_OPS:
+        _lib.impl(_name, _fn, "CPU")
+        _lib.impl(_name, _fn, "CUDA")
 
 
 @torch.library.register_fake("schedx::cast_transpose_fp8")

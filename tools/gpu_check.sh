@@ -145,7 +145,8 @@ for step in $steps; do
         > "$out/python_host_profile.md" 2>&1 || rc=1
       grep -A4 "^| function" "$out/python_host_profile.md" ;;
     torchops)  # torch.ops.schedx and schedx.nn on CUDA and CPU tensors: opcheck, compile, CUDA graphs
-      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" \
+      # (w8_linear's C++ kernels: carry build/runtime/libschedx_torch.so)
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" SCHEDX_TORCH_KERNELS=c++ \
         timeout "${TORCHOPS_TIMEOUT:-240}" python3 tests/test_torch_ops.py -v > "$out/torch_ops_tests.log" 2>&1 || rc=1
       tail -n 4 "$out/torch_ops_tests.log" ;;
     hostops|train|decode)  # issue 28: host time per op call; float8 training step; int8 decode

@@ -1,17 +1,17 @@
 """Host time per eager call of the registered operators, against eager PyTorch, in one process.
 
 Back-to-back calls on small shapes (the GPU keeps up, so the host is what is measured),
-median of 7 rounds of 400 calls: torch.ops.schedx.w8_linear with its C++ kernel
-(libschedx_torch.so, where built) and the same schema served by the Python kernel
-(registered here as schedx_bench::w8_linear_py), the Python kernel without the
-dispatcher, the raw C ABI through ctypes, and eager F.linear on the same tensors; then, on
-CUDA, the same w8_linear call captured 100 times in a CUDA graph (host time per call of a
-replay) and the cast operators.
+median of 7 rounds of 400 calls, the paths of one call alternated over 3 rounds (the
+least kept): torch.ops.schedx.w8_linear and the cast operators with their C++ kernels
+(libschedx_torch.so, where built) and the same schemas served by the Python kernels
+(registered here under schedx_bench), the Python kernel without the dispatcher, the raw
+C ABI through ctypes, and eager PyTorch on the same tensors; then, on CUDA, the
+w8_linear call captured 100 times in a CUDA graph (host time per call of a replay).
 
 Usage (repository root; --device cpu measures the host's share on a machine with no GPU,
 with N = K small enough that the CPU kernels' own time stays small):
   SCHEDX_LIBRARY=build/runtime/libschedx.so python3 bench/op_host_cost.py --out f.md
-  SCHEDX_LIBRARY=build/runtime/libschedx.so python3 bench/op_host_cost.py --device cpu --nk 64 --out f.md
+  SCHEDX_LIBRARY=build/runtime/libschedx.so python3 bench/op_host_cost.py --device cpu --nk 64 --mk 16 --out f.md
 """
 
 import argparse
@@ -27,11 +27,24 @@ import schedx.ops  # noqa: E402
 from schedx import _capi  # noqa: E402
 from compare_torch import environment, md_table, per_call_us, write_report  # noqa: E402
 
-# The Python kernel behind its own op, so that both kernels go through the dispatcher here.
+# The Python kernels behind their own ops, so that both kernels go through the dispatcher here.
 _bench_lib = torch.library.Library("schedx_bench", "DEF")
 _bench_lib.define("w8_linear_py(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
+_bench_lib.define("cast_transpose_fp8_py(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor rows, Tensor cols)")
+_bench_lib.define("abs_max_py(Tensor x) -> Tensor")
 for _key in ("CPU", "CUDA"):
     _bench_lib.impl("w8_linear_py", schedx.ops.w8_linear, _key)
+    _bench_lib.impl("cast_transpose_fp8_py", schedx.ops.cast_transpose_fp8, _key)
+    _bench_lib.impl("abs_max_py", schedx.ops.abs_max, _key)
+
+
+def alternated(label, paths, rounds=3):
+    """[label, path, least host us over `rounds` rounds], each round timing every path."""
+    times = {name: [] for name, _ in paths}
+    for _ in range(rounds):
+        for name, fn in paths:
+            times[name].append(per_call_us(fn))
+    return [[label, name, min(times[name])] for name, _ in paths]
 
 
 def main():
@@ -40,76 +53,71 @@ def main():
     ap.add_argument("--commit")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--nk", type=int, default=1024, help="N = K of the w8_linear call")
+    ap.add_argument("--mk", type=int, default=256, help="M = K of the cast calls")
     args = ap.parse_args()
     env = environment(args)
     lib = _capi.lib()
     cuda = args.device == "cuda"
+    dev = args.device
     stream = torch.cuda.current_stream().cuda_stream if cuda else None
-    nk, dev = args.nk, args.device
+    c_device = _capi.DEVICE_CUDA if cuda else _capi.DEVICE_CPU
+    kernel = f"its {'C++' if schedx.ops.kernels == 'c++' else 'Python'} kernel"
+
+    nk = args.nk
     x = torch.randn(1, nk, device=dev, dtype=torch.bfloat16)
     w = torch.randint(-128, 128, (nk, nk), device=dev, dtype=torch.int8)
     s = (torch.rand(nk, device=dev) / 64).to(torch.bfloat16)
     wd = w.to(torch.bfloat16)
     y = torch.empty(1, nk, device=dev, dtype=torch.bfloat16)
     c_args = (x.data_ptr(), 1, nk, nk, _capi.BF16, w.data_ptr(), nk, nk, s.data_ptr(), _capi.BF16, None,
-              y.data_ptr(), nk, _capi.DEVICE_CUDA if cuda else _capi.DEVICE_CPU, stream)
+              y.data_ptr(), nk, c_device, stream)
     op = torch.ops.schedx.w8_linear
-    label = f"w8_linear M=1 N=K={nk}"
-    kernel = f"its {'C++' if schedx.ops.w8_kernels == 'c++' else 'Python'} kernel"
-    rows = []
-    # Alternated: each path timed in every round, so drift touches all alike.
-    paths = [
+    rows = alternated(f"w8_linear M=1 N=K={nk}", [
         ("eager F.linear on bf16 W", lambda: F.linear(x, wd)),
         (f"torch.ops.schedx.w8_linear, {kernel}", lambda: op(x, w, s)),
         (f"torch.ops.schedx.w8_linear.default, {kernel}", lambda: op.default(x, w, s)),
         (f"torch.ops.schedx.w8_linear_out, {kernel}", lambda: torch.ops.schedx.w8_linear_out(x, w, s, None, out=y)),
-        ("the same schema with the Python kernel (schedx_bench::w8_linear_py)",
-         lambda: torch.ops.schedx_bench.w8_linear_py(x, w, s)),
+        ("the same schema with the Python kernel (schedx_bench)", lambda: torch.ops.schedx_bench.w8_linear_py(x, w, s)),
         ("schedx.w8_linear (Python API over the op)", lambda: schedx.w8_linear(x, w, s)),
         ("the Python kernel, no dispatcher", lambda: schedx.ops.w8_linear(x, w, s)),
         ("C ABI through ctypes", lambda: lib.schedx_w8_linear(*c_args)),
         ("torch.empty of y alone", lambda: torch.empty((1, nk), dtype=torch.bfloat16, device=dev)),
-    ]
-    times = {name: [] for name, _ in paths}
-    for _ in range(3):
-        for name, fn in paths:
-            times[name].append(per_call_us(fn))
-    rows += [[label, name, min(times[name])] for name, _ in paths]
-    if not cuda:
-        for r in rows:
-            r[2] = f"{r[2]:.2f}"
-        write_report("Host time per eager call", env, [md_table(["call", "path", "host us per call"], rows), ""],
-                     args.out)
-        return
-    graph = torch.cuda.CUDAGraph()
-    op(x, w, s)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        for _ in range(100):
-            op(x, w, s)
-    rows.append([label, "100 calls in a CUDA graph, per call of a replay", per_call_us(graph.replay, 20) / 100])
-    m = k = 256
-    xc = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    sc = torch.full((1,), 2.0, device="cuda")
+    ])
+    if cuda:
+        graph = torch.cuda.CUDAGraph()
+        op(x, w, s)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            for _ in range(100):
+                op(x, w, s)
+        rows.append([rows[0][0], "100 calls in a CUDA graph, per call of a replay", per_call_us(graph.replay, 20) / 100])
+
+    m = k = args.mk
+    xc = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    sc = torch.full((1,), 2.0, device=dev)
     fp8 = torch.float8_e4m3fn
-    r_out, c_out = torch.empty(m, k, device="cuda", dtype=fp8), torch.empty(k, m, device="cuda", dtype=fp8)
+    r_out, c_out = torch.empty(m, k, device=dev, dtype=fp8), torch.empty(k, m, device=dev, dtype=fp8)
     cc_args = (xc.data_ptr(), m, k, k, _capi.BF16, sc.data_ptr(), 0, r_out.data_ptr(), k, c_out.data_ptr(), m,
-               None, None, _capi.DEVICE_CUDA, stream)
+               None, None, c_device, stream)
 
     def eager_cast():
         f = torch.clamp(xc.float() * sc, -448, 448).to(fp8)
         return f, f.t().contiguous().t()
 
-    label = f"cast_transpose {m}x{k}"
-    rows += [
-        [label, "eager PyTorch (cast, then transpose copy)", per_call_us(eager_cast)],
-        [label, "torch.ops.schedx.cast_transpose_fp8", per_call_us(
-            lambda: torch.ops.schedx.cast_transpose_fp8(xc, sc, fp8))],
-        [label, "torch.ops.schedx.cast_transpose_fp8_amax", per_call_us(
-            lambda: torch.ops.schedx.cast_transpose_fp8_amax(xc, sc, fp8))],
-        [label, "torch.ops.schedx.abs_max", per_call_us(lambda: torch.ops.schedx.abs_max(xc))],
-        [label, "C ABI through ctypes", per_call_us(lambda: lib.schedx_cast_transpose_fp8(*cc_args))],
-    ]
+    rows += alternated(f"cast_transpose {m}x{k}", [
+        ("eager PyTorch (cast, then transpose copy)", eager_cast),
+        (f"torch.ops.schedx.cast_transpose_fp8, {kernel}", lambda: torch.ops.schedx.cast_transpose_fp8(xc, sc, fp8)),
+        ("the same schema with the Python kernel (schedx_bench)",
+         lambda: torch.ops.schedx_bench.cast_transpose_fp8_py(xc, sc, fp8)),
+        (f"torch.ops.schedx.cast_transpose_fp8_amax, {kernel}",
+         lambda: torch.ops.schedx.cast_transpose_fp8_amax(xc, sc, fp8)),
+        ("C ABI through ctypes", lambda: lib.schedx_cast_transpose_fp8(*cc_args)),
+    ])
+    rows += alternated(f"abs_max {m}x{k}", [
+        ("eager x.abs().amax()", lambda: xc.abs().amax()),
+        (f"torch.ops.schedx.abs_max, {kernel}", lambda: torch.ops.schedx.abs_max(xc)),
+        ("the same schema with the Python kernel (schedx_bench)", lambda: torch.ops.schedx_bench.abs_max_py(xc)),
+    ])
     for r in rows:
         r[2] = f"{r[2]:.2f}"
     write_report("Host time per eager call", env, [md_table(["call", "path", "host us per call"], rows), ""], args.out)

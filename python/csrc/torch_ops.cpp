@@ -1,13 +1,15 @@
-// C++ kernels of torch.ops.schedx.w8_linear and w8_linear_out, registered through
-// PyTorch's stable ABI (one build serves torch >= 2.10). These are the ops a decode step
-// calls per layer, where host time is the whole cost in eager mode: here the call
-// reaches libschedx with no ctypes conversion and allocates y with no Python.
-// python/schedx/ops.py defines the schemas and the fake implementations, loads this
-// library when it is built, and keeps Python kernels for builds without it.
+// C++ kernels of torch.ops.schedx's cast and w8_linear operators, registered through
+// PyTorch's stable ABI (one build serves torch >= 2.10): the call reaches libschedx with
+// no ctypes conversion and allocates its outputs with no Python, so an eager call costs
+// what the dispatcher and the C ABI cost. python/schedx/ops.py defines the schemas and
+// the fake implementations, loads this library when it is built, and keeps Python
+// kernels for builds without it.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <tuple>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -39,6 +41,23 @@ std::string shape_text(const Tensor &t) {
     std::string s = "(";
     for (int64_t d = 0; d < t.dim(); d++) s += (d ? ", " : "") + std::to_string(t.size(d));
     return s + (t.dim() == 1 ? ",)" : ")");
+}
+
+// torch's Python name of a dtype, as the Python kernels' messages print it.
+std::string dtype_name(ScalarType t) {
+    switch (t) {
+    case ScalarType::Float: return "torch.float32";
+    case ScalarType::Double: return "torch.float64";
+    case ScalarType::Half: return "torch.float16";
+    case ScalarType::BFloat16: return "torch.bfloat16";
+    case ScalarType::Char: return "torch.int8";
+    case ScalarType::Byte: return "torch.uint8";
+    case ScalarType::Int: return "torch.int32";
+    case ScalarType::Long: return "torch.int64";
+    case ScalarType::Float8_e4m3fn: return "torch.float8_e4m3fn";
+    case ScalarType::Float8_e5m2: return "torch.float8_e5m2";
+    default: return torch::headeronly::toString(t);
+    }
 }
 
 std::optional<schedx_dtype> half_code(ScalarType t) {
@@ -86,24 +105,168 @@ Matrix as_matrix(const Tensor &t) {
     return {m, rows, cols, rows > 1 ? s0 : cols};
 }
 
+std::vector<int64_t> contiguous_strides(const std::vector<int64_t> &shape) {
+    std::vector<int64_t> strides(shape.size());
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+        strides[d] = stride;
+        stride *= std::max<int64_t>(shape[d], 1);
+    }
+    return strides;
+}
+
+// A new tensor on `like`'s device. aoti_torch_empty_strided goes to the caching allocator
+// with no dispatcher round trip.
+Tensor new_output(const Tensor &like, const std::vector<int64_t> &shape, const std::vector<int64_t> &strides,
+                  ScalarType dtype) {
+    const int32_t dtype_code = torch::stable::detail::to<int32_t>(torch::stable::detail::from(dtype));
+    int32_t device_type = 0;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(like.get(), &device_type));
+    AtenTensorHandle handle = nullptr;
+    TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(int64_t(shape.size()), shape.data(), strides.data(), dtype_code,
+                                                    device_type, like.get_device_index(), &handle));
+    return Tensor(handle);
+}
+
+schedx_device device_of(const Tensor &t, void **stream) {
+    *stream = t.is_cuda() ? current_cuda_stream(t.get_device_index()) : nullptr;
+    return t.is_cuda() ? SCHEDX_DEVICE_CUDA : SCHEDX_DEVICE_CPU;
+}
+
+std::optional<schedx_dtype> cast_input_code(ScalarType t) {
+    if (t == ScalarType::Float) return SCHEDX_FP32;
+    return half_code(t);
+}
+
+// ---- cast_transpose_fp8 ----
+
+std::optional<schedx_fp8_format> fp8_format(ScalarType t) {
+    if (t == ScalarType::Float8_e4m3fn) return SCHEDX_E4M3FN;
+    if (t == ScalarType::Float8_e5m2) return SCHEDX_E5M2;
+    return std::nullopt;
+}
+
+void check_scalar_f32(const Tensor &t, const char *name) {
+    if (t.scalar_type() != ScalarType::Float || t.numel() != 1) {
+        fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be a one-element float32 tensor, got " + dtype_name(t.scalar_type()) + " " + shape_text(t));
+    }
+}
+
+// Leading dimension of a caller's [rows, cols] row-major output (unit column stride).
+int64_t output_ld(const Tensor &t, const char *name, int64_t rows, int64_t cols, ScalarType dtype) {
+    if (t.scalar_type() != dtype) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, std::string(name) + " must have dtype " + dtype_name(dtype) + ", got " + dtype_name(t.scalar_type()));
+    if (t.dim() != 2 || t.size(0) != rows || t.size(1) != cols) {
+        fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must have shape (" + std::to_string(rows) + ", " +
+                                      std::to_string(cols) + "), got " + shape_text(t));
+    }
+    if (rows > 0 && cols > 1 && t.stride(1) != 1) fail(SCHEDX_ERR_BAD_LEADING_DIM, std::string(name) + " is not row-major");
+    return rows > 1 ? t.stride(0) : cols;
+}
+
+// rows = fp8(x * scale) [M, K] row-major and cols the same values with cols.t() row-major,
+// each optional; amax = max|x| and scale_inv = 1 / scale, both or neither.
+void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor> &rows,
+               const std::optional<Tensor> &cols, const std::optional<Tensor> &amax,
+               const std::optional<Tensor> &scale_inv) {
+    const ScalarType fp8 = rows ? rows->scalar_type() : cols->scalar_type();
+    const auto format = fp8_format(fp8);
+    if (!format) fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "outputs must be float8_e4m3fn or float8_e5m2, got " + dtype_name(fp8));
+    const auto x_code = cast_input_code(x.scalar_type());
+    if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
+    if (x.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be 2-D, got shape " + shape_text(x));
+    check_scalar_f32(scale, "scale");
+    if (amax.has_value() != scale_inv.has_value()) {
+        fail(SCHEDX_ERR_NULL_POINTER, "amax and scale_inv must be both given or both None");
+    }
+    if (amax) {
+        check_scalar_f32(*amax, "amax");
+        check_scalar_f32(*scale_inv, "scale_inv");
+    }
+    const Matrix xm = as_matrix(x);
+    const int64_t m = xm.rows, k = xm.cols;
+    const int64_t ld_rows = rows ? output_ld(*rows, "rows", m, k, fp8) : k;
+    const int64_t ld_cols = cols ? output_ld(torch::stable::transpose(*cols, 0, 1), "cols (transposed)", k, m, fp8) : m;
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
+    check(schedx_cast_transpose_fp8(xm.t.const_data_ptr(), m, k, xm.ld, *x_code,
+                                    static_cast<const float *>(scale.const_data_ptr()), *format,
+                                    rows ? static_cast<uint8_t *>(rows->mutable_data_ptr()) : nullptr, ld_rows,
+                                    cols ? static_cast<uint8_t *>(cols->mutable_data_ptr()) : nullptr, ld_cols,
+                                    amax ? static_cast<float *>(amax->mutable_data_ptr()) : nullptr,
+                                    scale_inv ? static_cast<float *>(scale_inv->mutable_data_ptr()) : nullptr, device,
+                                    stream));
+}
+
+// New outputs of a cast of x: rows, and cols with the strides of f.t().contiguous().t():
+// (1, M), except where f.t() already counts as contiguous (M = 1, K <= 1, no rows).
+std::tuple<Tensor, Tensor> new_cast_outputs(const Tensor &x, ScalarType dtype) {
+    if (x.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be 2-D, got shape " + shape_text(x));
+    if (!fp8_format(dtype)) {
+        fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "dtype must be float8_e4m3fn or float8_e5m2, got " + dtype_name(dtype));
+    }
+    const int64_t m = x.size(0), k = x.size(1);
+    const std::vector<int64_t> shape{m, k};
+    const std::vector<int64_t> cols_strides =
+        m == 1 || k <= 1 || m == 0 ? std::vector<int64_t>{std::max<int64_t>(k, 1), 1} : std::vector<int64_t>{1, m};
+    return {new_output(x, shape, contiguous_strides(shape), dtype), new_output(x, shape, cols_strides, dtype)};
+}
+
+Tensor new_f32_scalar(const Tensor &like) { return new_output(like, {1}, {1}, ScalarType::Float); }
+
+std::tuple<Tensor, Tensor> cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype) {
+    auto [rows, cols] = new_cast_outputs(x, dtype);
+    cast_into(x, scale, rows, cols, std::nullopt, std::nullopt);
+    return {rows, cols};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> cast_transpose_fp8_amax(Tensor x, Tensor scale, ScalarType dtype) {
+    auto [rows, cols] = new_cast_outputs(x, dtype);
+    Tensor amax = new_f32_scalar(x), scale_inv = new_f32_scalar(x);
+    cast_into(x, scale, rows, cols, amax, scale_inv);
+    return {rows, cols, amax, scale_inv};
+}
+
+void cast_transpose_fp8_out(Tensor x, Tensor scale, std::optional<Tensor> rows, std::optional<Tensor> cols,
+                            std::optional<Tensor> amax, std::optional<Tensor> scale_inv) {
+    if (!rows && !cols) fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both None: nothing to write");
+    cast_into(x, scale, rows, cols, amax, scale_inv);
+}
+
+// ---- abs_max ----
+
+Tensor abs_max(Tensor x) {
+    const auto x_code = cast_input_code(x.scalar_type());
+    if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
+    if (x.dim() < 1) fail(SCHEDX_ERR_BAD_SIZE, "x must have at least one dimension");
+    const Matrix xm = as_matrix(x);
+    Tensor amax = new_f32_scalar(x);
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
+    check(schedx_abs_max(xm.t.const_data_ptr(), xm.rows, xm.cols, xm.ld, *x_code,
+                         static_cast<float *>(amax.mutable_data_ptr()), device, stream));
+    return amax;
+}
+
+// ---- w8_linear ----
+
 // y [..., N] = x [..., K] @ w.T * scales (+ bias): checks what the C ABI cannot see
 // (tensor shapes and dtypes), then one C call on x's device and current stream.
 void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias, Tensor &y) {
     const auto x_code = half_code(x.scalar_type());
-    if (!x_code || x.dim() < 1) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16 [..., K]");
+    if (!x_code || x.dim() < 1) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16 [..., K], got " + dtype_name(x.scalar_type()));
     const int64_t k = x.size(x.dim() - 1);
     if (w.scalar_type() != ScalarType::Char || w.dim() != 2 || w.size(1) != k) {
-        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + std::to_string(k) + "], got " + shape_text(w));
+        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + std::to_string(k) + "], got " + dtype_name(w.scalar_type()) + " " + shape_text(w));
     }
     const int64_t n = w.size(0);
     const auto s_code = scale_code(scales.scalar_type());
     if (!s_code || scales.dim() != 1 || scales.size(0) != n) {
         fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales must be bf16 or fp32 [" + std::to_string(n) + "], got " +
-                                               shape_text(scales));
+                                               dtype_name(scales.scalar_type()) + " " + shape_text(scales));
     }
     if (bias && (bias->scalar_type() != scales.scalar_type() || bias->dim() != 1 || bias->size(0) != n)) {
         fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "bias must be [" + std::to_string(n) + "] of scales' dtype, got " +
-                                               shape_text(*bias));
+                                               dtype_name(bias->scalar_type()) + " " + shape_text(*bias));
     }
     bool y_shape = y.scalar_type() == x.scalar_type() && y.dim() == x.dim() && y.size(y.dim() - 1) == n;
     for (int64_t d = 0; y_shape && d + 1 < x.dim(); d++) y_shape = y.size(d) == x.size(d);
@@ -122,32 +285,19 @@ void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::
     }
     const Tensor s = torch::stable::contiguous(scales);
     const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
-    const bool cuda = x.is_cuda();
-    void *stream = cuda ? current_cuda_stream(x.get_device_index()) : nullptr;
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
     check(schedx_w8_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, *x_code,
                            static_cast<const int8_t *>(wm.t.const_data_ptr()), n, wm.ld, s.const_data_ptr(), *s_code,
                            b ? b->const_data_ptr() : nullptr, y2.mutable_data_ptr(), xm.rows > 1 ? y2.stride(0) : n,
-                           cuda ? SCHEDX_DEVICE_CUDA : SCHEDX_DEVICE_CPU, stream));
+                           device, stream));
 }
 
 Tensor w8_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias) {
     if (x.dim() < 1 || w.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be [..., K] and w int8 [N, K]");
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = w.size(0);
-    std::vector<int64_t> strides(shape.size());
-    int64_t stride = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-        strides[d] = stride;
-        stride *= std::max<int64_t>(shape[d], 1);
-    }
-    // aoti_torch_empty_strided goes to the caching allocator with no dispatcher round trip.
-    int32_t dtype = 0, device_type = 0;
-    TORCH_ERROR_CODE_CHECK(aoti_torch_get_dtype(x.get(), &dtype));
-    TORCH_ERROR_CODE_CHECK(aoti_torch_get_device_type(x.get(), &device_type));
-    AtenTensorHandle handle = nullptr;
-    TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(int64_t(shape.size()), shape.data(), strides.data(), dtype,
-                                                    device_type, x.get_device_index(), &handle));
-    Tensor y(handle);
+    Tensor y = new_output(x, shape, contiguous_strides(shape), x.scalar_type());
     w8_into(x, w, scales, bias, y);
     return y;
 }
@@ -158,12 +308,15 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
 
 }  // namespace
 
-STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) {
-    m.impl("w8_linear", TORCH_BOX(&w8_linear));
-    m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out));
-}
+// The same kernels for CPU and CUDA tensors: libschedx takes the device as an argument.
+#define SCHEDX_TORCH_KERNELS(m)                                            \
+    m.impl("cast_transpose_fp8", TORCH_BOX(&cast_transpose_fp8));           \
+    m.impl("cast_transpose_fp8_amax", TORCH_BOX(&cast_transpose_fp8_amax)); \
+    m.impl("cast_transpose_fp8_out", TORCH_BOX(&cast_transpose_fp8_out));   \
+    m.impl("abs_max", TORCH_BOX(&abs_max));                                 \
+    m.impl("w8_linear", TORCH_BOX(&w8_linear));                             \
+    m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out))
 
-STABLE_TORCH_LIBRARY_IMPL(schedx, CUDA, m) {
-    m.impl("w8_linear", TORCH_BOX(&w8_linear));
-    m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out));
-}
+STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) { SCHEDX_TORCH_KERNELS(m); }
+
+STABLE_TORCH_LIBRARY_IMPL(schedx, CUDA, m) { SCHEDX_TORCH_KERNELS(m); }

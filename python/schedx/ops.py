@@ -1,9 +1,9 @@
 """schedx's operators in PyTorch: torch.ops.schedx.*.
 
 Declared with torch.library's define/impl, not torch.library.custom_op, whose wrapper
-costs several microseconds more per call. w8_linear and w8_linear_out run C++ kernels
+costs several microseconds more per call. Every op but quantize_fp8 runs a C++ kernel
 (python/csrc/torch_ops.cpp, libschedx_torch.so beside libschedx.so, registered through
-PyTorch's stable ABI) where that library is built; every other op, and those two without
+PyTorch's stable ABI) where that library is built; quantize_fp8, and the others without
 it, run a Python kernel over libschedx's C ABI through ctypes. Either way the call runs
 on the tensor's current CUDA stream. SCHEDX_TORCH_KERNELS=python skips the C++ kernels;
 SCHEDX_TORCH_KERNELS=c++ makes their absence an error. Each op has a fake (meta)
@@ -294,9 +294,10 @@ def _load_cpp_kernels():
     return "python"
 
 
-# Which kernels w8_linear and w8_linear_out run: "c++" or "python".
-w8_kernels = _load_cpp_kernels()
-_CPP_KERNEL_OPS = ("w8_linear", "w8_linear_out") if w8_kernels == "c++" else ()
+# Which kernels the ops but quantize_fp8 run: "c++" or "python".
+kernels = _load_cpp_kernels()
+_CPP_KERNEL_OPS = (("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out", "abs_max",
+                    "w8_linear", "w8_linear_out") if kernels == "c++" else ())
 
 for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
                    ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),

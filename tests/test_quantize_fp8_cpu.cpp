@@ -99,7 +99,8 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
                                        : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d"
                                                                         : "block2d";
             const std::string type = dt == SCHEDX_BF16 ? "bf16" : dt == SCHEDX_FP16 ? "fp16" : "fp32";
-            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cpu");
+            const std::string both = r == SCHEDX_RECIPE_AXISWISE ? "_2pass_s32_cpu" : "_cpu";
+            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + both);
             c.cols = false;
             CHECK(check_quantize(c, input(dt, QuantizeInput::mixed)) == "");
             CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_rows_cpu");
@@ -115,11 +116,13 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
 // widths along K, single rows and columns, and a strip count above one per thread.
 const Shape kAxisShapes[] = {{1, 1}, {1, 300}, {300, 1}, {31, 17}, {33, 65}, {65, 33}, {130, 257}, {257, 130}, {64, 64}};
 
-TEST_CASE("axiswise in two passes: every dtype, format, pow2 on and off, ragged strips, NaN / inf / zero / subnormal lines") {
-    int checked = 0;
+// Dispatch takes the two-pass variants first; the one-pipeline ones are forced here too.
+TEST_CASE("axiswise, both outputs, in one pipeline and in two passes: every dtype, format, pow2 on and off, ragged strips, NaN / inf / zero / subnormal lines") {
+    int checked = 0, two_pass = 0;
     for (const schedx_variant_info &info : test::variant_infos("quantize_fp8", "cpu")) {
         auto p = test::params_of(info);
-        if (p["axis_pass"] != "first") continue;
+        if (p["recipe"] != "axis" || p.count("outputs")) continue;
+        two_pass += p["axis_pass"] == "first";
         const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("quantize_fp8", info.name) == SCHEDX_OK);
@@ -154,7 +157,8 @@ TEST_CASE("axiswise in two passes: every dtype, format, pow2 on and off, ragged 
         }
         checked++;
     }
-    CHECK(checked == 3);
+    CHECK(checked == 6);
+    CHECK(two_pass == 3);
     schedx_force_variant("quantize_fp8", nullptr);
 }
 

@@ -292,16 +292,17 @@ private:
     // cols [1][K].
     // - axis_pass single: the codes read their scales back from the outputs (no scratch);
     //   on the GPU the maxima are one kernel each, then each copy: x is read four times.
-    // - axis_pass first: per strip of strip_rows rows, the row maxima, rows, its scales and
-    //   the strip's column maxima (col_partials), x's strip read from memory once.
+    // - axis_pass first: per strip of strip_rows rows, the row maxima, then rows, its scales
+    //   and the strip's column maxima (col_partials): the strip is swept twice in a row, the
+    //   second sweep from cache where the strip is still there.
     // - axis_pass second: the column maxima from col_partials, then cols: x read once more.
     void generate_axiswise(Expr is_e5m2) {
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         rk_axis = RDom(0, K, "rk");
-        RDom rk = rk_axis, rm(0, M, "rm");
+        RDom rm(0, M, "rm");
         if (rows) {
             row_amax_axis(y) = u32(0);
-            row_amax_axis(y) = max(row_amax_axis(y), absx(rk, y));
+            row_amax_axis(y) = max(row_amax_axis(y), absx(rk_axis, y));
             if (axis_pass == AxisPass::first) {
                 // One instance of the row scales feeds both the codes and the scale array,
                 // whose loops are fused (an output read back would be a pass of its own).
@@ -317,9 +318,8 @@ private:
         if (col_partials_out) {
             // A strip overhanging a ragged M repeats its last row (a max is unchanged).
             rs_axis = RDom(0, strip_rows, "rs");
-            RDom rs = rs_axis;
             strip_col_amax(x, yo) = u32(0);
-            strip_col_amax(x, yo) = max(strip_col_amax(x, yo), absx(x, min(yo * strip_rows + rs, M - 1)));
+            strip_col_amax(x, yo) = max(strip_col_amax(x, yo), absx(x, min(yo * strip_rows + rs_axis, M - 1)));
             (*col_partials_out)(x, yo) = strip_col_amax(x, yo);
         }
         // The reduction down the rows (or down the strips' maxima), for the schedules.
@@ -376,7 +376,7 @@ private:
                 // A GPU block per row: 256 threads stride along it, one thread their maxima.
                 rows_scale->gpu_blocks(y);
                 row_amax_axis.compute_at(*rows_scale, y);
-                Func per_lane = row_amax_axis.update().split(rk, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
+                Func per_lane = row_amax_axis.update().split(rk_axis, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
                 per_lane.compute_at(*rows_scale, y).gpu_threads(t);
                 per_lane.update().gpu_threads(t);
                 rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf);

@@ -84,7 +84,7 @@ bool can_run(const Variant &v, const QuantizeCall &c) {
 // and each column's maximum over every strip of strip_rows rows into scratch (the stream's
 // workspace on CUDA, held for both passes; a host allocation on the CPU), the second
 // (the first quantize_fp8_axis_cols variant of the device and dtype) reduces those maxima
-// and writes cols and its scales. x is read once per pass.
+// and writes cols and its scales.
 schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, Device dev, const char *in_type,
                                   void *stream, void *ctx) {
     // Looked up once per device and dtype (candidates memoises by key).

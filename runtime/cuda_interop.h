@@ -114,8 +114,9 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // call once warm, and an outgrown scratch stays valid for a CUDA graph that captured it.
 // Calls on one stream run in order, so reusing the scratch is race-free under
 // lock_stream_workspace; two streams get two scratches because their calls may overlap.
-// Used by the large-M w8_linear path (dequantized W, GEMM result) and by the tiled
-// cast_transpose variants with fused amax (one word per tile).
+// Used by the large-M w8_linear path (dequantized W, GEMM result), by the tiled
+// cast_transpose variants with fused amax (one word per tile) and by the axiswise two-pass
+// quantize_fp8 variants (column maxima per strip of rows).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
 // Sets `words` 32-bit words at `ptr` (device memory) to zero on `stream`, in stream order

@@ -1,9 +1,12 @@
 // schedx_quantize_fp8: validation, variant eligibility and the call.
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
@@ -75,6 +78,39 @@ bool can_run(const Variant &v, const QuantizeCall &c) {
     if (v.param("schedule") != "cuda_tiled") return true;
     const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
     return c.m % whole == 0 && c.k % whole == 0;
+}
+
+// Axiswise in two passes (variants with axis_pass first): the first writes rows, its scales
+// and each column's maximum over every strip of strip_rows rows into scratch (the stream's
+// workspace on CUDA, held for both passes; a host allocation on the CPU), the second
+// (the first quantize_fp8_axis_cols variant of the device and dtype) reduces those maxima
+// and writes cols and its scales.
+schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, Device dev, const char *in_type,
+                                  void *stream, void *ctx) {
+    // Looked up once per device and dtype (candidates memoises by key).
+    const auto &second = candidates("quantize_fp8_axis_cols", dev, in_type,
+                                    [&](const Variant &v) { return v.param("in_type") == in_type; });
+    if (second.empty()) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no quantize_fp8_axis_cols variant for ") + in_type);
+    const int64_t strips = ceil_div(c.m, first.param_int("strip_rows", 32));
+    const size_t words = size_t(strips) * size_t(c.k);
+    std::unique_ptr<uint32_t[]> host;
+    std::unique_lock<std::mutex> workspace_lock;
+    void *partials = nullptr;
+    schedx_status s;
+    if (dev == Device::cpu) {
+        host.reset(new uint32_t[words]);  // every word is written by the first pass
+        partials = host.get();
+    } else {
+        workspace_lock = lock_stream_workspace(ctx, stream);
+        if ((s = cuda_workspace(ctx, stream, words * 4, &partials))) return s;
+    }
+    for (const Variant *pass : {&first, second.front()}) {
+        PipelineCall call(*pass, stream, ctx);
+        bind(call, c);
+        call.bind_matrix("col_partials", partials, strips, c.k, c.k, 4);
+        if ((s = call.run())) return s;
+    }
+    return SCHEDX_OK;
 }
 
 schedx_status check_options(const schedx_quantize_fp8_options *o) {
@@ -191,6 +227,7 @@ extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
+    if (v->param("axis_pass") == "first") return run_axis_two_passes(*v, c, dev, in_type, stream, ctx);
     PipelineCall call(*v, stream, ctx);
     bind(call, c);
     return call.run();

@@ -1,7 +1,8 @@
 // Input patterns for the quantize tests (CPU and CUDA share them): element bits that are
 // a pure function of (i, j), with magnitudes that vary from block to block, specials
 // (zeros, inf, NaN, subnormals, the largest finite value) inside blocks, all-zero blocks,
-// blocks of subnormals only (the infinite-scale path) and blocks near the RCEIL thresholds.
+// blocks of subnormals only (the infinite-scale path) and blocks near the RCEIL thresholds;
+// for axiswise, rows and columns of each kind (NaN, inf, zero, subnormal-only, ordinary).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 namespace test {
 
-enum class QuantizeInput { mixed, specials, tiny_blocks, all_patterns };
+enum class QuantizeInput { mixed, specials, tiny_blocks, all_patterns, axis_lines };
 
 inline uint32_t quantize_input_bits(schedx_dtype t, QuantizeInput kind, int64_t i, int64_t j) {
     const uint32_t h = mix(uint32_t(i * 1000003 + j * 7919 + 17));
@@ -38,6 +39,23 @@ inline uint32_t quantize_input_bits(schedx_dtype t, QuantizeInput kind, int64_t 
         case 3: return (uint32_t(emax + 1) << mbits) | 1u | (mant << 1 & ((1u << mbits) - 1));  // NaN
         case 4: case 5: case 6: return sign | (mant | 1u);          // subnormal
         case 7: return sign | (uint32_t(emax) << mbits) | ((1u << mbits) - 1);  // +-max finite
+        default: return make(e);
+        }
+    }
+    case QuantizeInput::axis_lines: {
+        // specials would put a NaN in nearly every row and column: here only rows i % 8 == 3
+        // and columns j % 16 == 5 hold one (NaN scales), rows i % 8 == 6 and columns
+        // j % 16 == 9 an inf (scale 0), rows i % 13 == 7 and columns j % 29 == 11 are zero
+        // (amax 0), rows i % 11 == 4 subnormal (amax below 1e-12); other lines are finite
+        // with a scattering of subnormals, zeros and +-max finite.
+        if (i % 8 == 3 && j % 16 == 5) return (uint32_t(emax + 1) << mbits) | 1u;  // NaN
+        if (i % 8 == 6 && j % 16 == 9) return sign | (uint32_t(emax + 1) << mbits);  // +-inf
+        if (i % 13 == 7 || j % 29 == 11) return sign;                                // +-0
+        if (i % 11 == 4) return sign | (mant | 1u);                                  // subnormal
+        switch (h % 37) {
+        case 0: return sign;
+        case 1: case 2: return sign | (mant | 1u);
+        case 3: return sign | (uint32_t(emax) << mbits) | ((1u << mbits) - 1);
         default: return make(e);
         }
     }

@@ -1,7 +1,9 @@
 // Every CUDA quantize_fp8 variant against the independent reference of
 // quantize_fp8_case.h, bit for bit, on mixed, special and tiny-block inputs (subnormals
-// inside blocks: the GPU's ftz must not show), ragged and whole-tile shapes. Exits 77
-// (ctest: skipped) without a CUDA device.
+// inside blocks: the GPU's ftz must not show; axiswise also NaN / inf / zero / subnormal
+// rows and columns), ragged and whole-tile shapes. The axiswise two-pass variants run both
+// passes (their second from quantize_fp8_axis_cols). Exits 77 (ctest: skipped) without a
+// CUDA device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -80,7 +82,9 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
                     CAPTURE(s.k);
                     CAPTURE(int(f));
                     CAPTURE(mode);
-                    for (QuantizeInput kind : {QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks}) {
+                    std::vector<QuantizeInput> kinds{QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks};
+                    if (r == SCHEDX_RECIPE_AXISWISE) kinds.push_back(QuantizeInput::axis_lines);
+                    for (QuantizeInput kind : kinds) {
                         CAPTURE(int(kind));
                         CHECK(check_quantize(c, [&](int64_t i, int64_t j) { return test::quantize_input_bits(dt, kind, i, j); },
                                              quantize_on_cuda) == "");

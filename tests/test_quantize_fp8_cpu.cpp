@@ -1,7 +1,9 @@
-// CPU variants of schedx_quantize_fp8 (blockwise 1x128 / 128x128, MXFP8) against the
-// independent reference of quantize_fp8_case.h, bit for bit.
+// CPU variants of schedx_quantize_fp8 (blockwise 1x128 / 128x128, MXFP8, axiswise in one
+// pipeline and in two passes) against the independent reference of quantize_fp8_case.h,
+// bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -97,7 +99,8 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
                                        : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d"
                                                                         : "block2d";
             const std::string type = dt == SCHEDX_BF16 ? "bf16" : dt == SCHEDX_FP16 ? "fp16" : "fp32";
-            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cpu");
+            const std::string both = r == SCHEDX_RECIPE_AXISWISE ? "_2pass_s32_cpu" : "_cpu";
+            CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + both);
             c.cols = false;
             CHECK(check_quantize(c, input(dt, QuantizeInput::mixed)) == "");
             CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_rows_cpu");
@@ -107,6 +110,76 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
             CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + "_cols_cpu");
         }
     }
+}
+
+// Ragged against the two-pass variants' 32-row strips (M = 31, 33, 65, 1) and against vector
+// widths along K, single rows and columns, and a strip count above one per thread.
+const Shape kAxisShapes[] = {{1, 1}, {1, 300}, {300, 1}, {31, 17}, {33, 65}, {65, 33}, {130, 257}, {257, 130}, {64, 64}};
+
+// Dispatch takes the two-pass variants first; the one-pipeline ones are forced here too.
+TEST_CASE("axiswise, both outputs, in one pipeline and in two passes: every dtype, format, pow2 on and off, ragged strips, NaN / inf / zero / subnormal lines") {
+    int checked = 0, two_pass = 0;
+    for (const schedx_variant_info &info : test::variant_infos("quantize_fp8", "cpu")) {
+        auto p = test::params_of(info);
+        if (p["recipe"] != "axis" || p.count("outputs")) continue;
+        two_pass += p["axis_pass"] == "first";
+        const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
+        CAPTURE(info.name);
+        REQUIRE(schedx_force_variant("quantize_fp8", info.name) == SCHEDX_OK);
+        for (schedx_fp8_format f : kFormats) {
+            for (const schedx_quantize_fp8_options &o : options_for(SCHEDX_RECIPE_AXISWISE, f)) {
+                for (const Shape &s : kAxisShapes) {
+                    for (QuantizeInput kind : {QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks,
+                                               QuantizeInput::axis_lines}) {
+                        QuantizeCase c{s.m, s.k};
+                        c.dtype = dt;
+                        c.opt = o;
+                        CAPTURE(describe(c));
+                        CAPTURE(int(kind));
+                        CHECK(check_quantize(c, input(dt, kind)) == "");
+                        CHECK(schedx_last_variant("quantize_fp8") == std::string(info.name));
+                    }
+                }
+            }
+        }
+        // Padded leading dimensions (x's padding holds NaN: read, it would show).
+        QuantizeCase c{70, 200, 203, 211, 77};
+        c.dtype = dt;
+        c.opt = options_for(SCHEDX_RECIPE_AXISWISE, SCHEDX_E4M3FN).front();
+        CHECK(check_quantize(c, input(dt, QuantizeInput::axis_lines)) == "");
+        if (dt != SCHEDX_FP32) {
+            c = QuantizeCase{256, 256};
+            c.dtype = dt;
+            for (const schedx_quantize_fp8_options &o : options_for(SCHEDX_RECIPE_AXISWISE, SCHEDX_E5M2)) {
+                c.opt = o;
+                CHECK(check_quantize(c, input(dt, QuantizeInput::all_patterns)) == "");
+            }
+        }
+        checked++;
+    }
+    CHECK(checked == 6);
+    CHECK(two_pass == 3);
+    schedx_force_variant("quantize_fp8", nullptr);
+}
+
+// The runtime runs a first-pass variant's second pass from the quantize_fp8_axis_cols list
+// by device and dtype: a missing one fails only on that device (the GPU's is not run here).
+TEST_CASE("axiswise in two passes: every first-pass variant has a second pass of its device and dtype") {
+    int firsts = 0;
+    for (const char *device : {"cpu", "cuda"}) {
+        const std::vector<schedx_variant_info> seconds = test::variant_infos("quantize_fp8_axis_cols", device);
+        for (const schedx_variant_info &info : test::variant_infos("quantize_fp8", device)) {
+            auto p = test::params_of(info);
+            if (p["axis_pass"] != "first") continue;
+            firsts++;
+            CAPTURE(info.name);
+            CHECK(std::any_of(seconds.begin(), seconds.end(), [&](const schedx_variant_info &s) {
+                auto q = test::params_of(s);
+                return q["axis_pass"] == "second" && q["in_type"] == p["in_type"];
+            }));
+        }
+    }
+    CHECK(firsts >= 6);
 }
 
 TEST_CASE("scale array shapes and padding") {

@@ -7,7 +7,8 @@
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
 #   [torchops] [hostops] [train] [decode] [ragged]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
-#   [quantize] [quantize_explore]
+#   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
+#   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
 # COMPARE_FULL=1: compare_torch over every shape instead of --quick, no compile started after
 # 330 s so that the step alone fits one 600 s device call. COMPARE_ARGS: more compare_torch
@@ -115,6 +116,13 @@ for step in $steps; do
         --csv "$out/explore_quantize_fp8.csv" --svg "$out/explore_quantize_fp8.svg" \
         > "$out/explore_quantize_fp8.md" 2> "$out/explore_quantize_fp8.err" || rc=1
       grep -E "^## |^\| +1 \||dispatch chose" "$out/explore_quantize_fp8.md" ;;
+    quantize_compare)  # issue 32: bit-exact against torchao and TE's reference; timed against a copy of the
+      # same bytes, torch.compile, torchao's Triton kernels and the tensorwise cast, alternated
+      (cd bench && SCHEDX_LIBRARY=$PWD/../build/runtime/libschedx.so PYTHONUNBUFFERED=1 \
+         timeout "${BENCH_TIMEOUT:-560}" python3 quantize_compare.py --commit "$commit" \
+         --out "$out/quantize_compare.md" ${QUANTIZE_COMPARE_ARGS:-} > "$out/quantize_compare.log" 2>&1) || rc=1
+      grep -E "^\| [0-9]+x[0-9]+ \||rows with a difference" "$out/quantize_compare.md" 2>/dev/null \
+        || tail -n 5 "$out/quantize_compare.log" ;;
     kernels)  # large-M w8_linear split into kernels after do_bench's L2 flush, with do_bench's own time
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/torch_kernels.py --flush \
         ${KERNELS_SHAPES:-4096x14336x4096 1024x14336x4096} > "$out/torch_kernels_flush.md" 2>&1 || rc=1

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -98,7 +99,8 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
     void *partials = nullptr;
     schedx_status s;
     if (dev == Device::cpu) {
-        host.reset(new uint32_t[words]);  // every word is written by the first pass
+        host.reset(new (std::nothrow) uint32_t[words]);  // every word is written by the first pass
+        if (!host) return fail(SCHEDX_ERR_KERNEL, "cannot allocate " + std::to_string(words * 4) + " bytes of column maxima");
         partials = host.get();
     } else {
         workspace_lock = lock_stream_workspace(ctx, stream);

@@ -60,6 +60,8 @@ std::string dtype_name(ScalarType t) {
     }
 }
 
+std::string described(const Tensor &t) { return dtype_name(t.scalar_type()) + " " + shape_text(t); }
+
 std::optional<schedx_dtype> half_code(ScalarType t) {
     if (t == ScalarType::BFloat16) return SCHEDX_BF16;
     if (t == ScalarType::Half) return SCHEDX_FP16;
@@ -148,18 +150,23 @@ std::optional<schedx_fp8_format> fp8_format(ScalarType t) {
 
 void check_scalar_f32(const Tensor &t, const char *name) {
     if (t.scalar_type() != ScalarType::Float || t.numel() != 1) {
-        fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be a one-element float32 tensor, got " + dtype_name(t.scalar_type()) + " " + shape_text(t));
+        fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be a one-element float32 tensor, got " + described(t));
     }
 }
 
 // Leading dimension of a caller's [rows, cols] row-major output (unit column stride).
 int64_t output_ld(const Tensor &t, const char *name, int64_t rows, int64_t cols, ScalarType dtype) {
-    if (t.scalar_type() != dtype) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, std::string(name) + " must have dtype " + dtype_name(dtype) + ", got " + dtype_name(t.scalar_type()));
+    if (t.scalar_type() != dtype) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+             std::string(name) + " must have dtype " + dtype_name(dtype) + ", got " + dtype_name(t.scalar_type()));
+    }
     if (t.dim() != 2 || t.size(0) != rows || t.size(1) != cols) {
         fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must have shape (" + std::to_string(rows) + ", " +
                                       std::to_string(cols) + "), got " + shape_text(t));
     }
-    if (rows > 0 && cols > 1 && t.stride(1) != 1) fail(SCHEDX_ERR_BAD_LEADING_DIM, std::string(name) + " is not row-major");
+    if (rows > 0 && cols > 1 && t.stride(1) != 1) {
+        fail(SCHEDX_ERR_BAD_LEADING_DIM, std::string(name) + " is not row-major");
+    }
     return rows > 1 ? t.stride(0) : cols;
 }
 
@@ -170,7 +177,9 @@ void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor>
                const std::optional<Tensor> &scale_inv) {
     const ScalarType fp8 = rows ? rows->scalar_type() : cols->scalar_type();
     const auto format = fp8_format(fp8);
-    if (!format) fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "outputs must be float8_e4m3fn or float8_e5m2, got " + dtype_name(fp8));
+    if (!format) {
+        fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "outputs must be float8_e4m3fn or float8_e5m2, got " + dtype_name(fp8));
+    }
     const auto x_code = cast_input_code(x.scalar_type());
     if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
     if (x.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be 2-D, got shape " + shape_text(x));
@@ -253,20 +262,20 @@ Tensor abs_max(Tensor x) {
 // (tensor shapes and dtypes), then one C call on x's device and current stream.
 void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias, Tensor &y) {
     const auto x_code = half_code(x.scalar_type());
-    if (!x_code || x.dim() < 1) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16 [..., K], got " + dtype_name(x.scalar_type()));
+    if (!x_code || x.dim() < 1) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16 [..., K], got " + dtype_name(x.scalar_type()));
+    }
     const int64_t k = x.size(x.dim() - 1);
     if (w.scalar_type() != ScalarType::Char || w.dim() != 2 || w.size(1) != k) {
-        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + std::to_string(k) + "], got " + dtype_name(w.scalar_type()) + " " + shape_text(w));
+        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + std::to_string(k) + "], got " + described(w));
     }
     const int64_t n = w.size(0);
     const auto s_code = scale_code(scales.scalar_type());
     if (!s_code || scales.dim() != 1 || scales.size(0) != n) {
-        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales must be bf16 or fp32 [" + std::to_string(n) + "], got " +
-                                               dtype_name(scales.scalar_type()) + " " + shape_text(scales));
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales must be bf16 or fp32 [" + std::to_string(n) + "], got " + described(scales));
     }
     if (bias && (bias->scalar_type() != scales.scalar_type() || bias->dim() != 1 || bias->size(0) != n)) {
-        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "bias must be [" + std::to_string(n) + "] of scales' dtype, got " +
-                                               dtype_name(bias->scalar_type()) + " " + shape_text(*bias));
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "bias must be [" + std::to_string(n) + "] of scales' dtype, got " + described(*bias));
     }
     bool y_shape = y.scalar_type() == x.scalar_type() && y.dim() == x.dim() && y.size(y.dim() - 1) == n;
     for (int64_t d = 0; y_shape && d + 1 < x.dim(); d++) y_shape = y.size(d) == x.size(d);

@@ -177,7 +177,12 @@ def option_label(recipe, option):
 # ---------------------------------------------------------------- comparison
 
 def bits(t):
-    return t.view(torch.uint8) if t.element_size() == 1 else t.view(torch.int32)
+    """t's bits with every NaN as one pattern: schedx encodes NaN as 0x7F whatever its sign
+    (schedx.h), where the CPU's default NaN is negative."""
+    b = t.view(torch.uint8) if t.element_size() == 1 else t.view(torch.int32)
+    if not t.dtype.is_floating_point:
+        return b
+    return torch.where(t.float().isnan(), 0x7F if t.element_size() == 1 else 0x7FC00000, b)
 
 
 def difference(got, want):
@@ -213,15 +218,18 @@ def check_equal(label, got, want, names=OUTPUT_NAMES):
 def make_input(m, k, kind, device, seed=0):
     """bf16 x [m, k]: randn with rows scaled by powers of two from 2^-8 to 2^7; 'edges' adds a
     zero 128 x 128 tile, a row segment of tiny normals (MX byte 0: amax < 2^-119), a 1 x 32
-    block of subnormals and subnormals inside ordinary blocks. No inf or NaN: where the
-    references and schedx part there is documented in docs/quantize_fp8.md."""
+    block of subnormals and subnormals inside ordinary blocks; 'specials' adds to those an inf,
+    a -inf and a NaN in three blocks (checked for axiswise and mxfp8 only: TE's Python
+    reference and its kernels part on them, docs/quantize_fp8.md)."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-8, 8, (m, 1), generator=g).float())
-    if kind == "edges":
+    if kind in ("edges", "specials"):
         x[:128, :128] = 0
         x[-1, :64] = torch.randn(min(k, 64), generator=g) * 2.0 ** -122
         x[-2, :32] = torch.randn(min(k, 32), generator=g) * 2.0 ** -130
         x[1, 5::17] = 2.0 ** -133
+    if kind == "specials":
+        x[2, 40], x[4, 100], x[3, 70] = float("inf"), float("-inf"), float("nan")
     return x.to(torch.bfloat16).to(device)
 
 
@@ -231,9 +239,11 @@ def exactness(device, shapes):
     """Rows of the exactness table: every case, shape and input kind on `device`."""
     rows = []
     for m, k in shapes:
-        for kind in ("random", "edges"):
+        for kind in ("random", "edges", "specials"):
             x = make_input(m, k, kind, device)
             for recipe, fmt, option in CASES:
+                if kind == "specials" and recipe.startswith("block"):
+                    continue
                 fp8 = FP8[fmt]
                 label = [recipe, fmt, option_label(recipe, option), f"{m}x{k}", kind]
                 try:

@@ -15,8 +15,13 @@
 //   input dtype's largest finite value; power-of-two scales by masking the mantissa;
 //   scale_inv = 1 / scale correctly rounded. TE's Python reference differs at amax = inf
 //   (scale 0 there) and propagates NaN through torch.amax.
-// - mx follows torchao's to_mx (FLOOR) and _to_mx_rceil (RCEIL): amax propagates NaN; a NaN
-//   or inf amax gives scale byte 255 and NaN (0x7F) for every element of the block.
+// - mx follows torchao's to_mx (FLOOR) and _to_mx_rceil (RCEIL): amax propagates NaN. FLOOR:
+//   byte = clamp(exponent(amax) - emax, -127, 128) + 127 (inf: its exponent 128), 255 for NaN;
+//   elements divided by max(2^(byte - 127), 2^-126), so byte 0 scales by 2^126 and byte 255
+//   divides by inf (finite elements become signed zeros, others NaN). RCEIL: the exact
+//   round-up of amax / fp8_max (TE; sm_100's cvt.rp; torchao's eager fp32 log2 rounds down
+//   descales a few ulps above a power of two), 254 for inf, 255 for NaN; elements times
+//   2^(127 - byte), times 1 at byte 0 and 2^-127 at 254, NaN at 255.
 // - axis follows torchao's amax_to_scale: NaN propagates into the scale (NaN codes), amax inf
 //   gives scale 0; power-of-two scales by masking (see axis_scale_bits for where torchao's
 //   exp2(floor(log2(s))) can differ).
@@ -501,16 +506,26 @@ private:
         Expr dexp = cast<int>(d >> 23), dmant = d & u32(0x7FFFFF);
         Expr up = select(dexp == 0, dmant > u32(0x400000), dmant != u32(0));
         Expr rceil_byte = dexp + select(up, 1, 0);
-        Expr byte = select(mx_rceil != 0, rceil_byte, floor_byte);
-        return cast<uint32_t>(select(amax >= u32(0x7F800000), 255, byte));
+        Expr byte = select(mx_rceil != 0, select(amax == u32(0x7F800000), 254, rceil_byte), floor_byte);
+        return cast<uint32_t>(select(amax > u32(0x7F800000), 255, byte));
     }
 
     // fp8 code of v times the block's scale.
     Expr quantize(Expr v, Expr scale, Expr is_e5m2) {
         if (recipe != Recipe::mx) return schedx::encode_fp8(scaled(v, scale), is_e5m2);
-        // E8M0 byte b multiplies by 2^(127 - b) (b <= 247 for any finite amax: normal).
-        Expr mult = (u32(254) - min(scale, u32(253))) << 23;
-        return select(scale == u32(255), cast<uint8_t>(0x7F), schedx::encode_fp8(scaled(v, mult), is_e5m2));
+        // E8M0 byte b multiplies by 2^(127 - b), as torchao applies it (header): FLOOR b = 0 by
+        // 2^126, b = 255 (NaN amax) by 0 (x / inf); RCEIL b = 0 by 1, b = 254 (inf amax) by
+        // 2^-127 (subnormal: two normal factors, exact for every x whose code is not 0),
+        // b = 255 NaN.
+        Expr rceil = mx_rceil != 0;
+        Expr field = select(scale == u32(0), select(rceil, u32(127), u32(253)), u32(254) - min(scale, u32(253)));
+        Expr code = schedx::encode_fp8(select(rceil && scale == u32(254), scaled(scaled(v, u32(63) << 23), u32(64) << 23),
+                                              scaled(v, field << 23)),
+                                       is_e5m2);
+        Expr u = reinterpret<uint32_t>(v);
+        Expr finite = (u & u32(0x7FFFFFFF)) < u32(0x7F800000);
+        Expr floor_nan_block = select(finite, cast<uint8_t>((u >> 24) & u32(0x80)), cast<uint8_t>(0x7F));
+        return select(scale == u32(255), select(rceil, cast<uint8_t>(0x7F), floor_nan_block), code);
     }
 
     // fp32(v * s) as IEEE rounds it, s normal and positive (bits). A subnormal v (which the

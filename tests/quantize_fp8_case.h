@@ -90,9 +90,7 @@ inline std::string check_quantize(QuantizeCase c, const std::function<uint32_t(i
             return std::isnan(s) ? 0x7F : ref::encode(value(i, j) * s, t);
         }
         if (!mx) return ref::encode(value(i, j) * qref::te_scale(amax, o, c.dtype), t);
-        const uint8_t byte = qref::mx_byte(amax, o);
-        if (byte == 255) return 0x7F;
-        return ref::encode(value(i, j) * std::ldexp(1.0f, 127 - int(byte)), t);
+        return ref::encode(qref::mx_scaled(value(i, j), qref::mx_byte(amax, o), o), t);
     };
     auto scale_entry = [&](float amax) -> uint32_t {
         if (mx) return qref::mx_byte(amax, o);

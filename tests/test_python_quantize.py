@@ -42,7 +42,9 @@ def reference_mx_floor(x32):
             biased = int((amax.view(np.uint32)[0] >> 23) & 0xFF)
             byte = max(biased - 8, 0)
             scales[i, b] = byte
-            codes[i, b * 32:(b + 1) * 32] = np.clip(blk * np.float32(2.0 ** (127 - byte)), -448, 448).astype(E4M3)
+            # torchao's to_mx divides by 2^(byte - 127) clamped to the smallest normal float.
+            mult = np.float32(2.0 ** (127 - max(byte, 1)))
+            codes[i, b * 32:(b + 1) * 32] = np.clip(blk * mult, -448, 448).astype(E4M3)
     return codes, scales
 
 

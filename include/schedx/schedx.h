@@ -168,8 +168,11 @@ schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int64_t ldx, s
  * rounded, amax ignoring NaN; amax 0, inf or NaN gives scale 1; an infinite quotient
  * the input dtype's largest finite value; pow2_scales masks the mantissa off (TE's
  * default for this recipe); scale_inv = 1 / scale correctly rounded. MXFP8 follows
- * torchao: FLOOR (OCP) or RCEIL scales, a block holding NaN or inf gets byte 255 and NaN
- * (0x7F) elements. Elements round to nearest even and saturate to +-fp8_max.
+ * torchao's to_mx (FLOOR) and _to_mx_rceil (RCEIL, exact round-up as TE): a block holding
+ * NaN gets byte 255 (FLOOR: finite elements 0, others NaN; RCEIL: every element NaN);
+ * FLOOR divides by max(2^(byte - 127), 2^-126); RCEIL multiplies by 2^(127 - byte), by 1
+ * at byte 0, and an inf amax gives byte 254. Elements round to nearest even and
+ * saturate to +-fp8_max; NaN encodes as 0x7F (docs/quantize_fp8.md).
  * Empty x (M or K zero) is valid and writes nothing. */
 typedef SCHEDX_ENUM(schedx_fp8_recipe) {
     SCHEDX_RECIPE_BLOCK_1X128 = 0,

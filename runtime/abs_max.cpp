@@ -38,7 +38,7 @@ extern "C" schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int
             *amax = 0.0f;
             return SCHEDX_OK;
         }
-        return cuda_zero_word(ctx, stream, amax);
+        return cuda_fill_words(ctx, stream, amax);
     }
     if ((s = check_spans(spans, dev, &ctx))) return s;
     const auto &found =

@@ -115,7 +115,7 @@ schedx_status write_empty_amax(Device device, const char *in_type, const CastTra
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
     void *zero = nullptr;
     schedx_status s;
-    if ((s = cuda_workspace(ctx, stream, 4, &zero)) || (s = cuda_zero_word(ctx, stream, zero))) return s;
+    if ((s = cuda_workspace(ctx, stream, 4, &zero)) || (s = cuda_fill_words(ctx, stream, zero))) return s;
     CastTransposeCall one = c;
     one.x = zero;
     one.m = one.k = one.ldx = 1;
@@ -200,7 +200,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     if (v->argument("amax_address")) {
         workspace_lock = lock_stream_workspace(ctx, stream);
         const size_t tiles = size_t(regions[0].rows / t.m) * size_t(regions[0].cols / t.k);
-        if ((s = cuda_workspace(ctx, stream, tiles * 4, &tile_sink)) || (s = cuda_zero_word(ctx, stream, c.amax))) {
+        if ((s = cuda_workspace(ctx, stream, tiles * 4, &tile_sink)) || (s = cuda_fill_words(ctx, stream, c.amax))) {
             return s;
         }
     }

@@ -119,10 +119,11 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // quantize_fp8 variants (column maxima per strip of rows).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
 
-// Sets `words` 32-bit words at `ptr` (device memory) to zero on `stream`, in stream order
-// with the kernels launched after it (and recorded into a CUDA graph being captured).
-// The fused-amax cast variants accumulate the caller's amax there by atomics.
-schedx_status cuda_zero_word(void *context, void *stream, void *ptr, size_t words = 1);
+// Sets `words` 32-bit words at `ptr` (device memory) to `value` (zero by default) on
+// `stream`, in stream order with the kernels launched after it (and recorded into a CUDA
+// graph being captured). The fused-amax cast variants accumulate the caller's amax in a
+// zeroed word by atomics.
+schedx_status cuda_fill_words(void *context, void *stream, void *ptr, size_t words = 1, uint32_t value = 0);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.
 std::string cuda_device_name(int ordinal = 0);

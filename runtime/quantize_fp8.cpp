@@ -1,4 +1,5 @@
 // schedx_quantize_fp8: validation, variant eligibility and the call.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -145,6 +146,38 @@ schedx_status check_options(const schedx_quantize_fp8_options *o) {
     return SCHEDX_OK;
 }
 
+// An empty x: outputs of no elements may be NULL and nothing is launched, but a scale array
+// that still has entries (axiswise: rows_scale [M][1] when K = 0, cols_scale [1][K] when
+// M = 0) gets the scale of amax 0, as an empty reduction gives: fp32(fp8_max / 1e-12), its
+// power of two with pow2_scales.
+schedx_status write_empty_scales(const schedx_quantize_fp8_options &o, int64_t m, int64_t k, void *rows_scale,
+                                 void *cols_scale, Device dev, void *stream) {
+    const ScaleShape shapes[2] = {scale_shape(o.recipe, m, k, false), scale_shape(o.recipe, m, k, true)};
+    void *const arrays[2] = {rows_scale, cols_scale};
+    for (int i = 0; i < 2; i++) {
+        const int64_t n = shapes[i].rows * shapes[i].cols;
+        if (n == 0 || !arrays[i]) continue;
+        if (o.recipe != SCHEDX_RECIPE_AXISWISE) {  // the block recipes' arrays follow x's blocks
+            return fail(SCHEDX_ERR_KERNEL, "an empty x left a non-empty scale array");
+        }
+        const double fp8_max = o.format == SCHEDX_E5M2 ? 57344.0 : 448.0;
+        uint32_t bits = 0;
+        const float scale = float(fp8_max / 1e-12);
+        std::memcpy(&bits, &scale, 4);
+        if (o.pow2_scales) bits &= 0xFF800000u;
+        std::vector<Span> spans{{i ? "cols_scale" : "rows_scale", arrays[i], 1, n, n, 4, true}};
+        void *ctx = nullptr;
+        schedx_status s;
+        if ((s = check_spans(spans, dev, &ctx))) return s;
+        if (dev == Device::cuda) {
+            if ((s = cuda_fill_words(ctx, stream, arrays[i], size_t(n), bits))) return s;
+        } else {
+            std::fill_n(static_cast<uint32_t *>(arrays[i]), n, bits);
+        }
+    }
+    return SCHEDX_OK;
+}
+
 }  // namespace
 }  // namespace schedx
 
@@ -177,15 +210,15 @@ extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k
     if (m < 0 || k < 0) {
         return fail(SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0, got " + std::to_string(m) + " and " + std::to_string(k));
     }
-    if (!rows && !cols) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
-    if (rows && !rows_scale) return fail(SCHEDX_ERR_NULL_POINTER, "rows is given without rows_scale");
-    if (cols && !cols_scale) return fail(SCHEDX_ERR_NULL_POINTER, "cols is given without cols_scale");
     const char *in_type = x_dtype == SCHEDX_BF16 ? "bf16" : x_dtype == SCHEDX_FP16 ? "fp16" : x_dtype == SCHEDX_FP32 ? "fp32" : nullptr;
     if (!in_type) {
         return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
                     "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16, fp16 or fp32");
     }
-    if (m == 0 || k == 0) return SCHEDX_OK;  // an empty tensor: nothing to write
+    if (m == 0 || k == 0) return write_empty_scales(*options, m, k, rows_scale, cols_scale, dev, stream);
+    if (!rows && !cols) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
+    if (rows && !rows_scale) return fail(SCHEDX_ERR_NULL_POINTER, "rows is given without rows_scale");
+    if (cols && !cols_scale) return fail(SCHEDX_ERR_NULL_POINTER, "cols is given without cols_scale");
     if ((s = check_not_null("x", x)) || (s = check_leading_dim("ldx", ldx, "k", k)) ||
         (rows && (s = check_leading_dim("ld_rows", ld_rows, "k", k))) ||
         (cols && (s = check_leading_dim("ld_cols", ld_cols, "m", m)))) {

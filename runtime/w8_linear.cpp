@@ -294,7 +294,7 @@ schedx_status write_empty_sum(Device device, const W8LinearCall &c, bool fp16, s
     const auto workspace_lock = lock_stream_workspace(ctx, stream);
     void *zeros = nullptr;
     schedx_status s;
-    if ((s = cuda_workspace(ctx, stream, size_t(c.n) * 4, &zeros)) || (s = cuda_zero_word(ctx, stream, zeros, size_t(c.n)))) {
+    if ((s = cuda_workspace(ctx, stream, size_t(c.n) * 4, &zeros)) || (s = cuda_fill_words(ctx, stream, zeros, size_t(c.n)))) {
         return s;
     }
     PipelineCall call(*epilogue, stream, ctx);

@@ -4,6 +4,7 @@
 // guard bytes included, keeps its poison.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -135,6 +136,46 @@ TEST_CASE("w8_linear: K = 0 gives y = 0 * scales (+ bias), rounded once to x's d
             }
             CHECK(y.guards_intact());
             CHECK(std::memcmp(bias.data(), bias_f32, 16) == 0);  // inputs are only read
+        }
+    }
+}
+
+TEST_CASE("quantize_fp8: M = 0 or K = 0 writes only the axiswise scales of amax 0, NULL outputs allowed") {
+    const struct {
+        int64_t m, k;
+    } shapes[] = {{0, 8}, {5, 0}, {0, 0}};
+    for (const auto &shape : shapes) {
+        for (schedx_fp8_recipe recipe : {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8,
+                                         SCHEDX_RECIPE_AXISWISE}) {
+            for (int pow2 : {0, 1}) {
+                for (bool null_pointers : {false, true}) {
+                    CAPTURE(shape.m); CAPTURE(shape.k); CAPTURE(int(recipe)); CAPTURE(pow2); CAPTURE(null_pointers);
+                    const schedx_quantize_fp8_options o{recipe, SCHEDX_E5M2, pow2, 0.0f, SCHEDX_MX_FLOOR};
+                    Guarded x(64), rows(64), cols(64), rows_scale(64), cols_scale(64);
+                    const schedx_status s = schedx_quantize_fp8(
+                        null_pointers ? nullptr : x.data(), shape.m, shape.k, shape.k, SCHEDX_BF16, &o,
+                        null_pointers ? nullptr : rows.data(), shape.k, rows_scale.data(),
+                        null_pointers ? nullptr : cols.data(), shape.m, cols_scale.data(), SCHEDX_DEVICE_CPU, nullptr);
+                    REQUIRE(s == SCHEDX_OK);
+                    CHECK(untouched(x));
+                    CHECK(untouched(rows));
+                    CHECK(untouched(cols));
+                    // Axiswise: rows_scale is [M][1], cols_scale [1][K]; the entries that exist
+                    // hold torchao's amax_to_scale of 0 (amax clamped to 1e-12).
+                    const int64_t entries[2] = {recipe == SCHEDX_RECIPE_AXISWISE ? shape.m : 0,
+                                                recipe == SCHEDX_RECIPE_AXISWISE ? shape.k : 0};
+                    float want = float(57344.0 / 1e-12);
+                    if (pow2) want = std::exp2(std::floor(std::log2(want)));
+                    Guarded *arrays[2] = {&rows_scale, &cols_scale};
+                    for (int i = 0; i < 2; i++) {
+                        for (int64_t e = 0; e < entries[i]; e++) CHECK(arrays[i]->as<float>()[e] == want);
+                        for (size_t b = size_t(entries[i]) * 4; b < arrays[i]->size(); b++) {
+                            CHECK(arrays[i]->data()[b] == test::kPoison);
+                        }
+                        CHECK(arrays[i]->guards_intact());
+                    }
+                }
+            }
         }
     }
 }

@@ -505,6 +505,27 @@ class QuantizeOpTest(unittest.TestCase):
                         self.assertTrue(np.array_equal(g.contiguous().view(torch.uint8).numpy().view(np.uint8),
                                                        w.view(np.uint8)))
 
+    def test_errors(self):
+        x = torch.ones(8, 64, dtype=torch.bfloat16)
+        fp8 = torch.float8_e4m3fn
+        assert_fails_with(self, [
+            (Status.ERR_UNSUPPORTED_FORMAT, "block1x128", lambda: ops.quantize_fp8(x, "block1x64", fp8)),
+            (Status.ERR_UNSUPPORTED_FORMAT, "rceil", lambda: ops.quantize_fp8(x, "mxfp8", fp8, True, 0.0, "even")),
+            (Status.ERR_UNSUPPORTED_FORMAT, "float8_e4m3fn or float8_e5m2",
+             lambda: ops.quantize_fp8(x, "mxfp8", torch.float16)),
+            (Status.ERR_UNSUPPORTED_DTYPE, "torch.int8", lambda: ops.quantize_fp8(x.to(torch.int8), "mxfp8", fp8)),
+            (Status.ERR_BAD_SIZE, "2-D", lambda: ops.quantize_fp8(x.reshape(2, 4, 64), "mxfp8", fp8)),
+        ])
+        # Empty x: empty outputs, scale arrays of the shape the recipe gives an empty input;
+        # axiswise's column scales exist and hold torchao's scale of amax 0 (clamped to 1e-12).
+        for device in DEVICES:
+            out = ops.quantize_fp8(x[:0].to(device), "block1x128", fp8)
+            self.assertEqual([tuple(t.shape) for t in out], [(0, 64), (1, 0), (64, 0), (0, 64)])
+            out = ops.quantize_fp8(x[:0].to(device), "axiswise", fp8)
+            self.assertEqual([tuple(t.shape) for t in out], [(0, 64), (0, 1), (64, 0), (1, 64)])
+            want = torch.exp2(torch.floor(torch.log2(torch.tensor(448.0 / 1e-12, dtype=torch.float32))))
+            self.assertTrue(bool((out[3].cpu() == want).all()))
+
     def test_opcheck_and_fake_shapes(self):
         import schedx.quantize as q
         for device in DEVICES:

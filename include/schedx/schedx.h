@@ -173,7 +173,10 @@ schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int64_t ldx, s
  * FLOOR divides by max(2^(byte - 127), 2^-126); RCEIL multiplies by 2^(127 - byte), by 1
  * at byte 0, and an inf amax gives byte 254. Elements round to nearest even and
  * saturate to +-fp8_max; NaN encodes as 0x7F (docs/quantize_fp8.md).
- * Empty x (M or K zero) is valid and writes nothing. */
+ * Empty x (M or K zero) is valid: outputs of no elements may be NULL and launch nothing;
+ * a scale array that still has entries (axiswise: rows_scale when K = 0, cols_scale when
+ * M = 0) holds the scale of amax 0, fp32(fp8_max / 1e-12) (its power of two with
+ * pow2_scales). */
 typedef SCHEDX_ENUM(schedx_fp8_recipe) {
     SCHEDX_RECIPE_BLOCK_1X128 = 0,
     SCHEDX_RECIPE_BLOCK_128X128 = 1,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <tuple>
+#include <utility>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -256,6 +257,60 @@ Tensor abs_max(Tensor x) {
     return amax;
 }
 
+// ---- quantize_fp8 ----
+
+// `name`'s value in `table`, else the status names the choices.
+template <typename T, size_t N>
+T choice(const std::pair<const char *, T> (&table)[N], const std::string &name, const char *what) {
+    std::string names;
+    for (const auto &[key, value] : table) {
+        if (name == key) return value;
+        names += std::string(names.empty() ? "" : ", ") + key;
+    }
+    fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, std::string(what) + " must be one of " + names + ", got '" + name + "'");
+}
+
+const std::pair<const char *, schedx_fp8_recipe> kRecipes[] = {{"axiswise", SCHEDX_RECIPE_AXISWISE},
+                                                               {"block128x128", SCHEDX_RECIPE_BLOCK_128X128},
+                                                               {"block1x128", SCHEDX_RECIPE_BLOCK_1X128},
+                                                               {"mxfp8", SCHEDX_RECIPE_MXFP8}};
+const std::pair<const char *, schedx_mx_scale_mode> kMxModes[] = {{"floor", SCHEDX_MX_FLOOR},
+                                                                  {"rceil", SCHEDX_MX_RCEIL}};
+
+// rows [M, K] and cols [K, M] (x transposed), both row-major, each with its scale array
+// (schedx_quantize_fp8_scale_shape; uint8 E8M0 bytes for mxfp8, else float32).
+std::tuple<Tensor, Tensor, Tensor, Tensor> quantize_fp8(Tensor x, std::string recipe, ScalarType dtype,
+                                                        bool pow2_scales, double epsilon, std::string mx_mode) {
+    const auto format = fp8_format(dtype);
+    if (!format) {
+        fail(SCHEDX_ERR_UNSUPPORTED_FORMAT, "dtype must be float8_e4m3fn or float8_e5m2, got " + dtype_name(dtype));
+    }
+    const schedx_quantize_fp8_options o{choice(kRecipes, recipe, "recipe"), *format, pow2_scales ? 1 : 0,
+                                        float(epsilon), choice(kMxModes, mx_mode, "mx_mode")};
+    const auto x_code = cast_input_code(x.scalar_type());
+    if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
+    if (x.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be 2-D, got shape " + shape_text(x));
+    const Matrix xm = as_matrix(x);
+    const int64_t m = xm.rows, k = xm.cols;
+    const ScalarType scale_dtype = o.recipe == SCHEDX_RECIPE_MXFP8 ? ScalarType::Byte : ScalarType::Float;
+    auto scales = [&](int columnwise) {
+        int64_t r = 0, c = 0;
+        check(schedx_quantize_fp8_scale_shape(o.recipe, m, k, columnwise, &r, &c));
+        const std::vector<int64_t> shape{r, c};
+        return new_output(x, shape, contiguous_strides(shape), scale_dtype);
+    };
+    const std::vector<int64_t> rows_shape{m, k}, cols_shape{k, m};
+    Tensor rows = new_output(x, rows_shape, contiguous_strides(rows_shape), dtype), rows_scale = scales(0);
+    Tensor cols = new_output(x, cols_shape, contiguous_strides(cols_shape), dtype), cols_scale = scales(1);
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
+    check(schedx_quantize_fp8(xm.t.const_data_ptr(), m, k, xm.ld, *x_code, &o,
+                              static_cast<uint8_t *>(rows.mutable_data_ptr()), k, rows_scale.mutable_data_ptr(),
+                              static_cast<uint8_t *>(cols.mutable_data_ptr()), m, cols_scale.mutable_data_ptr(), device,
+                              stream));
+    return {rows, rows_scale, cols, cols_scale};
+}
+
 // ---- w8_linear ----
 
 // y [..., N] = x [..., K] @ w.T * scales (+ bias): checks what the C ABI cannot see
@@ -323,6 +378,7 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
     m.impl("cast_transpose_fp8_amax", TORCH_BOX(&cast_transpose_fp8_amax)); \
     m.impl("cast_transpose_fp8_out", TORCH_BOX(&cast_transpose_fp8_out));   \
     m.impl("abs_max", TORCH_BOX(&abs_max));                                 \
+    m.impl("quantize_fp8", TORCH_BOX(&quantize_fp8));                       \
     m.impl("w8_linear", TORCH_BOX(&w8_linear));                             \
     m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out))
 

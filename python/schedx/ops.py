@@ -1,10 +1,10 @@
 """schedx's operators in PyTorch: torch.ops.schedx.*.
 
 Declared with torch.library's define/impl, not torch.library.custom_op, whose wrapper
-costs several microseconds more per call. Every op but quantize_fp8 runs a C++ kernel
+costs several microseconds more per call. Every op runs a C++ kernel
 (python/csrc/torch_ops.cpp, libschedx_torch.so beside libschedx.so, registered through
-PyTorch's stable ABI) where that library is built; quantize_fp8, and the others without
-it, run a Python kernel over libschedx's C ABI through ctypes. Either way the call runs
+PyTorch's stable ABI) where that library is built, else a Python kernel over libschedx's
+C ABI through ctypes. Either way the call runs
 on the tensor's current CUDA stream. SCHEDX_TORCH_KERNELS=python skips the C++ kernels;
 SCHEDX_TORCH_KERNELS=c++ makes their absence an error. Each op has a fake (meta)
 implementation with the real outputs' shapes, dtypes and strides, so torch.compile
@@ -294,10 +294,10 @@ def _load_cpp_kernels():
     return "python"
 
 
-# Which kernels the ops but quantize_fp8 run: "c++" or "python".
+# Which kernels the ops run: "c++" or "python".
 kernels = _load_cpp_kernels()
 _CPP_KERNEL_OPS = (("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out", "abs_max",
-                    "w8_linear", "w8_linear_out") if kernels == "c++" else ())
+                    "w8_linear", "w8_linear_out", "quantize_fp8") if kernels == "c++" else ())
 
 for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
                    ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),

@@ -78,7 +78,7 @@ def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow
         raise SchedxError(Status.ERR_NULL_POINTER, "rows and cols are both False: nothing to compute")
     x, ptr, m, k, ldx, x_code, device, stream, empty = _placed(x)
     if x_code == _capi.INT8:
-        raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
+        raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
     fp8, scale_dtype = "float8_" + fmt, "uint8" if recipe == "mxfp8" else "float32"
     out_rows = empty((m, k), fp8) if rows else None
     out_cols = empty((k, m), fp8) if cols else None

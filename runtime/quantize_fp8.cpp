@@ -28,8 +28,10 @@ const char *recipe_name(schedx_fp8_recipe r) {
     }
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t pad4(int64_t n) { return ceil_div(n, 4) * 4; }
+// Both without overflow for any size >= 0 (a caller may pass sizes near INT64_MAX, which
+// the span checks then refuse); pad4 saturates where the multiple of 4 does not exist.
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+int64_t pad4(int64_t n) { return n > INT64_MAX - 3 ? INT64_MAX : ceil_div(n, 4) * 4; }
 
 struct ScaleShape {
     int64_t rows, cols;

@@ -1,4 +1,5 @@
-// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear and abs_max. The input picks the sizes,
+// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear, abs_max and quantize_fp8.
+// The input picks the sizes,
 // leading dimensions, dtypes, format, device, a forced variant and, per pointer, NULL, a
 // buffer sized exactly per the arguments, a deliberately short buffer (only when the call
 // must fail anyway) or, for outputs, a pointer into another argument's buffer.
@@ -14,12 +15,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "schedx/schedx.h"
@@ -408,17 +412,109 @@ void fuzz_abs_max(FuzzedDataProvider &in) {
     check(status, causes, false, before, args);
 }
 
+// The scale array's shape for rows (columnwise false) or cols of an M x K input, as
+// schedx.h describes each recipe ({1, 1} for a recipe it does not define).
+std::pair<int64_t, int64_t> scale_shape(int recipe, int64_t m, int64_t k, bool columnwise) {
+    auto ceil = [](int64_t a, int64_t b) { return a / b + (a % b != 0); };
+    auto pad4 = [&](int64_t n) { return n > INT64_MAX - 3 ? INT64_MAX : ceil(n, 4) * 4; };
+    if (columnwise) std::swap(m, k);  // cols quantizes x transposed
+    switch (recipe) {
+    case SCHEDX_RECIPE_BLOCK_1X128: return {ceil(k, 128), pad4(m)};
+    case SCHEDX_RECIPE_BLOCK_128X128: return {ceil(m, 128), pad4(ceil(k, 128))};
+    case SCHEDX_RECIPE_MXFP8: return {m, ceil(k, 32)};
+    case SCHEDX_RECIPE_AXISWISE: return columnwise ? std::pair<int64_t, int64_t>{1, m} : std::pair<int64_t, int64_t>{m, 1};
+    default: return {1, 1};
+    }
+}
+
+void fuzz_quantize_fp8(FuzzedDataProvider &in) {
+    std::set<schedx_status> causes;
+    const bool forced = force(in, "quantize_fp8");
+    const schedx_device dev = device(in, causes);
+    const int64_t m = dim(in), k = dim(in);
+    const int dtype = in.ConsumeIntegralInRange<int>(-1, 4);
+    static const float epsilons[] = {0.0f, 0x1p-20f, 1.0f, -0.0f, -1.0f, INFINITY, NAN};
+    const schedx_quantize_fp8_options o{
+        schedx_fp8_recipe(in.ConsumeIntegralInRange<int>(-1, 4)), schedx_fp8_format(in.ConsumeIntegralInRange<int>(-1, 2)),
+        in.ConsumeIntegralInRange<int>(-1, 2), epsilons[in.ConsumeIntegralInRange<size_t>(0, 6)],
+        schedx_mx_scale_mode(in.ConsumeIntegralInRange<int>(-1, 2))};
+    const bool no_options = in.ConsumeIntegralInRange<int>(0, 31) == 0;
+    Arg x{"x", false}, rows{"rows", true}, rows_scale{"rows_scale", true}, cols{"cols", true},
+        cols_scale{"cols_scale", true};
+    x.mode = mode(in, false, false);
+    rows.mode = mode(in, true, true);
+    cols.mode = mode(in, true, true);
+    rows_scale.mode = mode(in, true, rows.mode == Mode::null);
+    cols_scale.mode = mode(in, true, cols.mode == Mode::null);
+    x.rows = m, x.cols = k, x.ld = leading_dim(in, k);
+    x.elem_bytes = dtype == SCHEDX_FP32 ? 4 : 2;
+    rows.rows = m, rows.cols = k, rows.ld = leading_dim(in, k);
+    cols.rows = k, cols.cols = m, cols.ld = leading_dim(in, m);
+    const int recipe = no_options ? -1 : o.recipe;
+    std::tie(rows_scale.rows, rows_scale.cols) = scale_shape(recipe, m, k, false);
+    std::tie(cols_scale.rows, cols_scale.cols) = scale_shape(recipe, m, k, true);
+    rows_scale.ld = rows_scale.cols, cols_scale.ld = cols_scale.cols;
+    rows_scale.elem_bytes = cols_scale.elem_bytes = o.recipe == SCHEDX_RECIPE_MXFP8 ? 1 : 4;
+
+    const bool mx = o.recipe == SCHEDX_RECIPE_MXFP8;
+    if (no_options) {
+        causes.insert(SCHEDX_ERR_NULL_POINTER);
+    } else if (o.recipe < 0 || o.recipe > SCHEDX_RECIPE_AXISWISE || (o.format != SCHEDX_E4M3FN && o.format != SCHEDX_E5M2) ||
+               (mx && o.mx_mode != SCHEDX_MX_FLOOR && o.mx_mode != SCHEDX_MX_RCEIL) ||
+               (!mx && (o.pow2_scales < 0 || o.pow2_scales > 1 || !(o.epsilon >= 0.0f) || std::isinf(o.epsilon) ||
+                        std::signbit(o.epsilon)))) {
+        causes.insert(SCHEDX_ERR_UNSUPPORTED_FORMAT);
+    }
+    if (m < 0 || k < 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
+    if (dtype != SCHEDX_BF16 && dtype != SCHEDX_FP16 && dtype != SCHEDX_FP32) causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
+    // An empty x (M or K of 0) launches nothing and its empty outputs may be NULL; a scale
+    // array that still has entries (axiswise) is written where it is given. Otherwise an
+    // orientation is asked for by its data pointer, which then needs its scale array.
+    const bool empty_x = m == 0 || k == 0;
+    if (empty_x) {
+        x.used = rows.used = cols.used = false;
+        rows_scale.used = rows_scale.mode != Mode::null;
+        cols_scale.used = cols_scale.mode != Mode::null;
+    } else {
+        rows.used = rows.mode != Mode::null;
+        cols.used = cols.mode != Mode::null;
+        rows_scale.used = rows.used;
+        cols_scale.used = cols.used;
+        if (x.mode == Mode::null || (!rows.used && !cols.used) || (rows.used && rows_scale.mode == Mode::null) ||
+            (cols.used && cols_scale.mode == Mode::null)) {
+            causes.insert(SCHEDX_ERR_NULL_POINTER);
+        }
+        if (m > 0 && k > 0 && (x.ld < k || (rows.used && rows.ld < k) || (cols.used && cols.ld < m))) {
+            causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
+        }
+    }
+    // An unused argument keeps its pointer (NULL or not) but nothing may read or write it.
+    std::vector<Arg *> args{&x, &rows, &rows_scale, &cols, &cols_scale};
+    std::vector<Arg *> used;
+    for (Arg *a : args) {
+        if (a->used) used.push_back(a);
+    }
+    if (!prepare(in, used, causes)) return;
+    const Snapshot before(args);
+    const schedx_status status = schedx_quantize_fp8(x.ptr, m, k, x.ld, schedx_dtype(dtype), no_options ? nullptr : &o,
+                                                     rows.ptr, rows.ld, rows_scale.ptr, cols.ptr, cols.ld,
+                                                     cols_scale.ptr, dev, nullptr);
+    check(status, causes, forced, before, used);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzedDataProvider in(data, size);
-    // Odd first bytes pick w8_linear, as ConsumeBool did before abs_max joined: stored
-    // regressions keep their meaning.
+    // Odd first bytes pick w8_linear, as ConsumeBool did before abs_max and quantize_fp8
+    // joined: stored regressions keep their meaning.
     const uint8_t pick = in.ConsumeIntegral<uint8_t>();
     if (pick & 1) {
         fuzz_w8_linear(in);
     } else if (pick & 2) {
         fuzz_abs_max(in);
+    } else if (pick & 4) {
+        fuzz_quantize_fp8(in);
     } else {
         fuzz_cast_transpose(in);
     }

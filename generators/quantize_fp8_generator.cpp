@@ -26,11 +26,12 @@
 //   gives scale 0; power-of-two scales by masking (see axis_scale_bits for where torchao's
 //   exp2(floor(log2(s))) can differ).
 //
-// The GPU runs Halide's PTX with denormals flushed to zero, the references keep them (TE and
-// torch build without ftz). So every step whose result could depend on it is exact integer
-// arithmetic or takes no denormal operand: the amax is an integer maximum of |x|'s bits, the
-// divisions run in fp64 from exactly built operands and round to fp32 by integer code, and a
-// subnormal x is rebuilt 2^64 larger before it is scaled.
+// Halide asks for denormals flushed to zero on the GPU (Halide 21's PTX holds no .ftz, but
+// nothing promises that), the references keep them (TE and torch build without ftz). So every
+// step whose result could depend on it is exact integer arithmetic or takes no denormal
+// operand: the amax is an integer maximum of |x|'s bits, the divisions run in fp64 from
+// exactly built operands and round to fp32 by integer code, and a subnormal x is rebuilt
+// 2^64 larger before it is scaled.
 //
 // The tiled CUDA kernels encode with integer arithmetic (any GPU) or, with encoder=ptx, by
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 on pairs of adjacent elements of an output row (sm_89,
@@ -666,9 +667,9 @@ private:
     // both orientations is reduced from it (a thread per row block, a thread per column
     // block; block2d: 128 threads down the columns, then one thread), and rows, cols and
     // both scale arrays are written by stages fused into the same blocks (compute_with).
-    // Codes are encoded once per output (twice per element). Whole tiles only: M and K
-    // multiples of 128 (block2d: 512, so that the scale arrays have no padding).
-    // Not yet run on a GPU (docs/quantize_fp8.md).
+    // Codes are encoded once per output (twice per element), by the integer encoder or (ptx)
+    // cvt pairs. Whole tiles only: M and K multiples of 128 (block2d: 512, so that the scale
+    // arrays have no padding). Not yet run on a GPU, either encoder (docs/quantize_fp8.md).
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
         const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;

@@ -26,13 +26,20 @@
 //   gives scale 0; power-of-two scales by masking (see axis_scale_bits for where torchao's
 //   exp2(floor(log2(s))) can differ).
 //
-// The GPU runs Halide's PTX with denormals flushed to zero, the references keep them (TE and
-// torch build without ftz). So every step whose result could depend on it is exact integer
-// arithmetic or takes no denormal operand: the amax is an integer maximum of |x|'s bits, the
-// divisions run in fp64 from exactly built operands and round to fp32 by integer code, and a
-// subnormal x is rebuilt 2^64 larger before it is scaled.
+// Halide asks for denormals flushed to zero on the GPU (Halide 21's PTX holds no .ftz, but
+// nothing promises that), the references keep them (TE and torch build without ftz). So every
+// step whose result could depend on it is exact integer arithmetic or takes no denormal
+// operand: the amax is an integer maximum of |x|'s bits, the divisions run in fp64 from
+// exactly built operands and round to fp32 by integer code, and a subnormal x is rebuilt
+// 2^64 larger before it is scaled.
+//
+// The tiled CUDA kernels encode with integer arithmetic (any GPU) or, with encoder=ptx, by
+// cvt.rn.satfinite.{e4m3,e5m2}x2.f32 on pairs of adjacent elements of an output row (sm_89,
+// by the runtime's PTX rewrite). Both round the same fp32 operand: the scaled value, with
+// MXFP8's NaN blocks as signed zeros or NaN and (cvt only) subnormals as signed zeros.
 #include "Halide.h"
 #include "numerics.h"
+#include "ptx_extern.h"
 
 namespace {
 
@@ -110,6 +117,9 @@ public:
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second}}};
     GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
+    // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
+    // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
+    GeneratorParam<std::string> encoder{"encoder", "integer"};
 
     Input<int> fp8_format{"fp8_format"};  // 0 e4m3fn, 1 e5m2
     Input<int> pow2_scales{"pow2_scales"};  // block recipes: round scales down to a power of two
@@ -142,6 +152,9 @@ public:
         const int B = recipe == Recipe::mx ? 32 : 128;
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         Expr is_e5m2 = fp8_format_is_e5m2();
+        if (encoder.value() == "ptx" && (sched.value() != "cuda_tiled" || fp8.value() == "any")) {
+            throw std::invalid_argument("encoder=ptx needs schedule cuda_tiled and fp8=e4m3 or e5m2");
+        }
 
         xraw(x, y) = (*input)(x, y);  // what the tiled kernels stage in shared memory
         if (in_type == ElemType::fp32) {
@@ -169,23 +182,26 @@ public:
         // Row-oriented instances are indexed (block along K, m), column-oriented ones
         // (k, block along M); block2d's are indexed by block (bx, by) in both.
         const bool square = recipe == Recipe::block2d;
+        const bool tiled = sched.value() == "cuda_tiled";
         if (rows) {
             rows_scale_for_q = make_scales("rows_q", true);
-            rows_q(x, y) = quantize(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
-                                                        : rows_scale_for_q.scale(x / B, y), is_e5m2);
+            rows_operand(x, y) = scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
+                                                                     : rows_scale_for_q.scale(x / B, y));
+            rows_q(x, y) = encoded(rows_operand, rows_pairs, true, is_e5m2);
             (*rows)(x, y) = rows_q(x, y);
         }
         // The tiled kernels compute each scale once per tile and share it between the codes
         // and the scale arrays (block2d: cols is rows' codes transposed).
-        const bool tiled = sched.value() == "cuda_tiled";
         if (cols) {
             if (tiled && square && rows) {
                 cols_scale_for_q = rows_scale_for_q;
             } else {
                 cols_scale_for_q = make_scales("cols_q", false);
             }
-            cols_q(x, y) = quantize(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
-                                                        : cols_scale_for_q.scale(x, y / B), is_e5m2);
+            cols_operand(x, y) = scaled_in_block(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
+                                                                     : cols_scale_for_q.scale(x, y / B));
+            // cols' rows run along M (y here): its pairs are (x, 2y), (x, 2y + 1).
+            cols_q(x, y) = encoded(cols_operand, cols_pairs, false, is_e5m2);
             (*cols)(y, x) = cols_q(x, y);  // block2d: the byte transpose of rows (same scales)
         }
 
@@ -249,6 +265,8 @@ private:
     Output<Buffer<>> *col_partials_out = nullptr;
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
+    Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
+    Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
     Func row_scale_axis{"row_scale_axis"}, strip_col_amax{"strip_col_amax"};  // axis_pass first
     RDom rk_axis, rs_axis;  // along a row; down a strip (axis_pass first)
@@ -510,22 +528,42 @@ private:
         return cast<uint32_t>(select(amax > u32(0x7F800000), 255, byte));
     }
 
-    // fp8 code of v times the block's scale.
-    Expr quantize(Expr v, Expr scale, Expr is_e5m2) {
-        if (recipe != Recipe::mx) return schedx::encode_fp8(scaled(v, scale), is_e5m2);
+    // What the encoder rounds to fp8 for v in a block of this scale: fp32(v * scale).
+    Expr scaled_in_block(Expr v, Expr scale) {
+        if (recipe != Recipe::mx) return scaled(v, scale);
         // E8M0 byte b multiplies by 2^(127 - b), as torchao applies it (header): FLOOR b = 0 by
-        // 2^126, b = 255 (NaN amax) by 0 (x / inf); RCEIL b = 0 by 1, b = 254 (inf amax) by
-        // 2^-127 (subnormal: two normal factors, exact for every x whose code is not 0),
-        // b = 255 NaN.
+        // 2^126, b = 255 (NaN amax) by 0 (x / inf: finite x a signed zero, inf and NaN NaN);
+        // RCEIL b = 0 by 1, b = 254 (inf amax) by 2^-127 (subnormal: two normal factors, exact
+        // for every x whose code is not 0), b = 255 NaN. Both encoders give signed zeros
+        // sign | 0 and NaN 0x7F.
         Expr rceil = mx_rceil != 0;
         Expr field = select(scale == u32(0), select(rceil, u32(127), u32(253)), u32(254) - min(scale, u32(253)));
-        Expr code = schedx::encode_fp8(select(rceil && scale == u32(254), scaled(scaled(v, u32(63) << 23), u32(64) << 23),
-                                              scaled(v, field << 23)),
-                                       is_e5m2);
+        Expr product = select(rceil && scale == u32(254), scaled(scaled(v, u32(63) << 23), u32(64) << 23),
+                              scaled(v, field << 23));
         Expr u = reinterpret<uint32_t>(v);
         Expr finite = (u & u32(0x7FFFFFFF)) < u32(0x7F800000);
-        Expr floor_nan_block = select(finite, cast<uint8_t>((u >> 24) & u32(0x80)), cast<uint8_t>(0x7F));
-        return select(scale == u32(255), select(rceil, cast<uint8_t>(0x7F), floor_nan_block), code);
+        Expr nan_block = reinterpret<float>(select(finite && !rceil, u & u32(0x80000000), u32(0x7FC00000)));
+        return select(scale == u32(255), nan_block, product);
+    }
+
+    // The fp8 code at (x, y) of `operand`'s values. encoder=ptx: cvt pairs of elements
+    // adjacent along an output row (x for rows, y for cols: pair_along_x), two codes per
+    // `pairs` entry, low byte first; the schedule computes `pairs` per thread in registers.
+    Expr encoded(Func operand, Func pairs, bool pair_along_x, Expr is_e5m2) {
+        if (encoder.value() != "ptx") return schedx::encode_fp8(operand(x, y), is_e5m2);
+        auto at = [&](int j) { return cvt_operand(pair_along_x ? operand(2 * x + j, y) : operand(x, 2 * y + j)); };
+        pairs(x, y) = schedx::ptx_cvt_fp8x2(at(0), at(1), fp8.value() == "e5m2");
+        Expr pair = pair_along_x ? pairs(x / 2, y) : pairs(x, y / 2);
+        Expr high = (pair_along_x ? x : y) % 2 == 1;
+        return cast<uint8_t>(select(high, pair >> 8, pair));
+    }
+
+    // p for cvt: a subnormal p (|p| < 2^-126, an fp8 zero in both formats, sign | 0 from the
+    // integer encoder) becomes its signed zero, so the code never rests on whether cvt flushes
+    // subnormal inputs (Halide 21's PTX keeps them: plain mul.f32, no .ftz) and with which sign.
+    Expr cvt_operand(Expr p) {
+        Expr u = reinterpret<uint32_t>(p);
+        return reinterpret<float>(select((u & u32(0x7FFFFFFF)) < u32(0x00800000), u & u32(0x80000000), u));
     }
 
     // fp32(v * s) as IEEE rounds it, s normal and positive (bits). A subnormal v (which the
@@ -629,9 +667,9 @@ private:
     // both orientations is reduced from it (a thread per row block, a thread per column
     // block; block2d: 128 threads down the columns, then one thread), and rows, cols and
     // both scale arrays are written by stages fused into the same blocks (compute_with).
-    // Codes are encoded once per output (twice per element). Whole tiles only: M and K
-    // multiples of 128 (block2d: 512, so that the scale arrays have no padding).
-    // Not yet run on a GPU (docs/quantize_fp8.md).
+    // Codes are encoded once per output (twice per element), by the integer encoder or (ptx)
+    // cvt pairs. Whole tiles only: M and K multiples of 128 (block2d: 512, so that the scale
+    // arrays have no padding). Not yet run on a GPU, either encoder (docs/quantize_fp8.md).
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
         const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
@@ -681,6 +719,10 @@ private:
                 .gpu_threads(yt, xt);
             if (rows) cols->compute_with(*rows, xo);
         }
+        // encoder=ptx: a thread's two cvt pairs per row (rows) or column (cols) in registers,
+        // each byte stored from them.
+        if (rows && encoder.value() == "ptx") rows_pairs.compute_at(*rows, yi).store_in(MemoryType::Register).unroll(x);
+        if (cols && encoder.value() == "ptx") cols_pairs.compute_at(*cols, xi).store_in(MemoryType::Register).unroll(y);
         // Scale arrays: the block loops renamed xo (K tiles) and yo (M tiles) to fuse.
         auto fuse_array = [&](Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
             Var a("a"), b("b");

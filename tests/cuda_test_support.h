@@ -63,6 +63,15 @@ inline std::string schedule_of_last(const char *op) {
     return "none";
 }
 
+// The current device's compute capability, 10 * major + minor (variants' min_sm).
+inline int device_sm() {
+    int dev = 0, major = 0, minor = 0;
+    REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess);
+    REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess);
+    return 10 * major + minor;
+}
+
 // SCHEDX_TEST_QUICK=1 (set by tools/gpu_check.sh for racecheck, which slows kernels by
 // orders of magnitude): one padded shape per variant, plus the ragged ones the general
 // variants take, one scale, one stream pass; every kernel still launches.

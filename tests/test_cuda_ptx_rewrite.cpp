@@ -15,20 +15,13 @@
 #include "cuda_interop.h"
 #include "cuda_test_support.h"
 
+using test::device_sm;
 using test::params_of;
 using test::test_stream;
 
 extern "C" void *halide_cuda_get_symbol(void *user_context, const char *name);
 
 namespace {
-
-int device_sm() {
-    int dev = 0, major = 0, minor = 0;
-    REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
-    REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess);
-    REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess);
-    return 10 * major + minor;
-}
 
 // SCHEDX_PTX_SAMPLES: the samples' folder where the binary runs away from its source tree.
 std::string sample(const char *name) {

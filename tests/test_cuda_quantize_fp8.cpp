@@ -2,8 +2,9 @@
 // quantize_fp8_case.h, bit for bit, on mixed, special and tiny-block inputs (subnormals
 // inside blocks: the GPU's ftz must not show; axiswise also NaN / inf / zero / subnormal
 // rows and columns), ragged and whole-tile shapes. The axiswise two-pass variants run both
-// passes (their second from quantize_fp8_axis_cols). Exits 77 (ctest: skipped) without a
-// CUDA device.
+// passes (their second from quantize_fp8_axis_cols). The hardware-encoder variants
+// (encoder=ptx, min_sm 89) also take every 16-bit pattern, and below sm_89 must refuse to
+// run. Exits 77 (ctest: skipped) without a CUDA device.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -56,6 +57,8 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
         const std::string outputs = p.count("outputs") ? p["outputs"] : "both";
         const bool tiled = p["schedule"] == "cuda_tiled";
         const schedx_fp8_recipe r = recipe_of(p["recipe"]);
+        const bool hardware_encoder = p["encoder"] == "ptx";
+        const bool runs_here = !hardware_encoder || test::device_sm() >= 89;
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("quantize_fp8", info.name) == SCHEDX_OK);
         struct Shape {
@@ -84,10 +87,17 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
                     CAPTURE(mode);
                     std::vector<QuantizeInput> kinds{QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks};
                     if (r == SCHEDX_RECIPE_AXISWISE) kinds.push_back(QuantizeInput::axis_lines);
+                    if (hardware_encoder) kinds.push_back(QuantizeInput::all_patterns);
                     for (QuantizeInput kind : kinds) {
                         CAPTURE(int(kind));
-                        CHECK(check_quantize(c, [&](int64_t i, int64_t j) { return test::quantize_input_bits(dt, kind, i, j); },
-                                             quantize_on_cuda) == "");
+                        const std::string result = check_quantize(
+                            c, [&](int64_t i, int64_t j) { return test::quantize_input_bits(dt, kind, i, j); }, quantize_on_cuda);
+                        if (!runs_here) {
+                            // Below sm_89 the cvt instructions do not exist: dispatch refuses the forced variant.
+                            CHECK(result.rfind("status " + std::to_string(SCHEDX_ERR_VARIANT_CANNOT_RUN), 0) == 0);
+                            continue;
+                        }
+                        CHECK(result == "");
                         CHECK(schedx_last_variant("quantize_fp8") == std::string(info.name));
                     }
                 }

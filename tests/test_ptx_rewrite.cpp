@@ -246,28 +246,35 @@ TEST_CASE("PTX rewrite: the built variants that use it") {
 }
 
 // The fallback rule: on a device below a variant's min_sm, dispatch leaves it out and the
-// integer variants of the same call remain.
+// integer variants of the same call remain (the cast's and quantize_fp8's cvt variants).
 TEST_CASE("dispatch leaves variants above the device's capability out") {
-    std::vector<const schedx::Variant *> ptx, all;
-    for (const schedx::Variant &v : schedx::registry()) {
-        if (v.op != "cast_transpose" || v.device != schedx::Device::cuda) continue;
-        all.push_back(&v);
-        if (v.min_sm > 0) ptx.push_back(&v);
-    }
-    REQUIRE(!ptx.empty());
-    const schedx::RunKey key{1, 2, 3};
-    const auto any = [](const schedx::Variant &) { return true; };
-    const auto on_sm86 = schedx::runnable_variants(all, key, 86, any);
-    const auto on_sm90 = schedx::runnable_variants(all, key, 90, any);
-    CHECK(on_sm90->size() == all.size());
-    CHECK(on_sm86->size() == all.size() - ptx.size());
-    for (const schedx::Variant *v : *on_sm86) CHECK(v->min_sm == 0);
-    for (const schedx::Variant *v : ptx) {
-        CAPTURE(v->name);
-        CHECK(v->min_sm == 89);
-        // Its integer twin (same tiles) runs there.
-        const std::string twin = v->name.substr(0, v->name.rfind("_cvt"));
-        CHECK(std::find_if(on_sm86->begin(), on_sm86->end(), [&](const schedx::Variant *u) { return u->name == twin; }) !=
-              on_sm86->end());
+    const std::vector<std::string> ops{"cast_transpose", "quantize_fp8"};
+    for (size_t i = 0; i < ops.size(); i++) {
+        const std::string &op = ops[i];
+        CAPTURE(op);
+        std::vector<const schedx::Variant *> ptx, all;
+        for (const schedx::Variant &v : schedx::registry()) {
+            if (v.op != op || v.device != schedx::Device::cuda) continue;
+            all.push_back(&v);
+            if (v.min_sm > 0) ptx.push_back(&v);
+        }
+        REQUIRE(!ptx.empty());
+        // A key per op: runnable_variants caches by the candidate list's address, which the
+        // loop's list may reuse.
+        const schedx::RunKey key{1, 2, 3, int64_t(i)};
+        const auto any = [](const schedx::Variant &) { return true; };
+        const auto on_sm86 = schedx::runnable_variants(all, key, 86, any);
+        const auto on_sm90 = schedx::runnable_variants(all, key, 90, any);
+        CHECK(on_sm90->size() == all.size());
+        CHECK(on_sm86->size() == all.size() - ptx.size());
+        for (const schedx::Variant *v : *on_sm86) CHECK(v->min_sm == 0);
+        for (const schedx::Variant *v : ptx) {
+            CAPTURE(v->name);
+            CHECK(v->min_sm == 89);
+            // Its integer twin (same tiles) runs there.
+            const std::string twin = v->name.substr(0, v->name.rfind("_cvt"));
+            CHECK(std::find_if(on_sm86->begin(), on_sm86->end(), [&](const schedx::Variant *u) { return u->name == twin; }) !=
+                  on_sm86->end());
+        }
     }
 }

@@ -180,6 +180,7 @@ class AbsMaxOpTest(unittest.TestCase):
                     self.assertEqual(ops.abs_max(x.reshape(37, 1, 53)).item(), x.float().abs().max().item())
                     self.assertEqual(ops.abs_max(x[:, 3:40]).item(), x[:, 3:40].float().abs().max().item())
                     self.assertEqual(ops.abs_max(x[:0]).item(), 0.0)
+                    self.assertEqual(ops.abs_max(x[2, 5]).item(), x[2, 5].float().abs().item())  # 0-d, as torch.amax takes
                     x[3, 4] = float("-nan")
                     self.assertTrue(ops.abs_max(x).isnan().item())
 

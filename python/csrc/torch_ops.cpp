@@ -247,8 +247,7 @@ void cast_transpose_fp8_out(Tensor x, Tensor scale, std::optional<Tensor> rows, 
 Tensor abs_max(Tensor x) {
     const auto x_code = cast_input_code(x.scalar_type());
     if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
-    if (x.dim() < 1) fail(SCHEDX_ERR_BAD_SIZE, "x must have at least one dimension");
-    const Matrix xm = as_matrix(x);
+    const Matrix xm = as_matrix(x.dim() == 0 ? torch::stable::reshape(x, {1, 1}) : x);  // a 0-d x: one element
     Tensor amax = new_f32_scalar(x);
     void *stream = nullptr;
     const schedx_device device = device_of(x, &stream);

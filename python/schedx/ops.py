@@ -175,7 +175,7 @@ def abs_max(x):
     x_code = _X_CODES.get(x.dtype)
     if x_code is None:
         _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
-    x2 = x.reshape(-1, x.shape[-1]) if x.dim() != 2 else x
+    x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1] if x.dim() else 1)  # a 0-d x: one element
     x2, m, k, ldx = _matrix(x2, "x")
     amax = x.new_empty((1,), dtype=torch.float32)
     device, stream = _device_args(x)

@@ -3,10 +3,10 @@
 Declared with torch.library's define/impl, not torch.library.custom_op, whose wrapper
 costs several microseconds more per call. Every op runs a C++ kernel
 (python/csrc/torch_ops.cpp, libschedx_torch.so beside libschedx.so, registered through
-PyTorch's stable ABI) where that library is built, else a Python kernel over libschedx's
-C ABI through ctypes. Either way the call runs
-on the tensor's current CUDA stream. SCHEDX_TORCH_KERNELS=python skips the C++ kernels;
-SCHEDX_TORCH_KERNELS=c++ makes their absence an error. Each op has a fake (meta)
+PyTorch's stable ABI) where that library is built, else the Python kernel below, over
+libschedx's C ABI through ctypes; either way on the tensor's current CUDA stream.
+SCHEDX_TORCH_KERNELS=python skips the C++ kernels; SCHEDX_TORCH_KERNELS=c++ makes their
+absence an error. Each op has a fake (meta)
 implementation with the real outputs' shapes, dtypes and strides, so torch.compile
 traces it with fullgraph=True and CUDA graphs capture it. A failure raises RuntimeError,
 as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
@@ -296,13 +296,12 @@ def _load_cpp_kernels():
 
 # Which kernels the ops run: "c++" or "python".
 kernels = _load_cpp_kernels()
-_CPP_KERNEL_OPS = (("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out", "abs_max",
-                    "w8_linear", "w8_linear_out", "quantize_fp8") if kernels == "c++" else ())
 
-for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8), ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
-                   ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
-                   ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
-    if _name not in _CPP_KERNEL_OPS:
+if kernels == "python":
+    for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8),
+                       ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
+                       ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
+                       ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
         _lib.impl(_name, _fn, "CPU")
         _lib.impl(_name, _fn, "CUDA")
 

@@ -25,8 +25,11 @@ public:
     // any: format chosen by the fp8_format argument; e4m3 / e5m2: fixed, the encoder's
     // selects fold away (the tiled kernels are issue-bound, so this matters).
     GeneratorParam<std::string> fp8{"fp8", "any"};
-    // cpu | cuda_general | cuda_tiled (word I/O, whole tiles) | auto (autoscheduler)
+    // cpu | cuda_general | cuda_tiled (whole tiles) | auto (autoscheduler)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
+    // cuda_tiled: word (32-bit I/O, 16-byte aligned rows) | element (any row and pointer the
+    // element size allows: the element algorithm, as cuda_general and cpu compute it)
+    GeneratorParam<std::string> io{"io", "word"};
     GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile width along K, in elements
     GeneratorParam<int> tile_rows{"tile_rows", 0};     // cuda_tiled: tile height along M (0: tile, square)
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
@@ -41,7 +44,12 @@ public:
     Input<int> fp8_format{"fp8_format"};
 
     void configure() {
-        word_io = sched.value() == "cuda_tiled";
+        word_io = sched.value() == "cuda_tiled" && io.value() == "word";
+        if (sched.value() == "cuda_tiled" && io.value() != "word") {
+            if (io.value() != "element") throw std::invalid_argument("unknown io " + io.value());
+            if (with_amax) throw std::invalid_argument("io=element has no fused amax (the abs_max pass serves it)");
+            if (encoder.value() != "integer") throw std::invalid_argument("io=element encodes with the integer encoder");
+        }
         Type t = in_type == ElemType::fp32 ? Float(32) : (word_io ? UInt(32) : UInt(16));
         input = add_input<Buffer<>>("input", t, 2);
         const Type out_t = word_io ? UInt(32) : UInt(8);
@@ -172,8 +180,10 @@ public:
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
             schedule_cuda_general();
-        } else if (sched.value() == "cuda_tiled") {
+        } else if (sched.value() == "cuda_tiled" && word_io) {
             schedule_cuda_tiled();
+        } else if (sched.value() == "cuda_tiled") {
+            schedule_cuda_tiled_elements();
         } else {
             throw std::invalid_argument("unknown schedule " + sched.value());
         }
@@ -411,6 +421,66 @@ private:
         in_regs.compute_at(f8_words, xt);
         stage_words_in_registers(in_regs, LW);
         if (with_amax) schedule_amax_fused(first, g);
+    }
+
+    // Whole tiles of tile_rows x tile elements with element I/O (io=element, issue 29): rows
+    // and pointers need only the element's alignment, so a ragged M (ld_cols = M) or odd K
+    // runs tiled instead of on cuda_general (H200: 4097x4096 62.6 us there, 25% of a copy).
+    // 32 threads along a tile row, so that each warp access of x, rows and cols is one
+    // contiguous run (64 bytes of bf16 x, 32 bytes of fp8), rows_per_thread rows each: a
+    // thread has tile / 32 * rows_per_thread loads in flight. Each element is encoded once,
+    // into an fp8 tile in shared memory whose rows are padded by one word, so that a warp's
+    // column reads (cols) hit 32 banks. Not yet measured on a GPU.
+    void schedule_cuda_tiled_elements() {
+        const int T = tile, TM = tile_m(), R = rows_per_thread, lanes = 32;
+        const int ty = R > 0 ? TM / R : 0, cr = ty > 0 ? T / ty : 0;  // threads down a tile; cols' columns per thread
+        if (!(T % lanes == 0 && TM % lanes == 0 && R >= 1 && TM % R == 0 && lanes * ty <= 1024 && cr >= 1 &&
+              T % ty == 0)) {
+            throw std::invalid_argument("tile, tile_rows and rows_per_thread make no valid element thread grid");
+        }
+        // Whole tiles only (the runtime covers the rest with shifted tiles, tile_cover.h).
+        Expr k = input->dim(0).extent(), m = input->dim(1).extent();
+        input->dim(0).set_min(0).set_extent((k / T) * T);
+        input->dim(1).set_min(0).set_extent((m / TM) * TM);
+        k = input->dim(0).extent();
+        m = input->dim(1).extent();
+        if (rows) {
+            rows->dim(0).set_min(0).set_extent(k);
+            rows->dim(1).set_min(0).set_extent(m);
+            rows->tile(x, y, xo, yo, xi, yi, T, TM, TailStrategy::RoundUp)
+                .split(xi, xi, xt, lanes, TailStrategy::RoundUp)
+                .split(yi, yt, yi, R, TailStrategy::RoundUp)
+                .reorder(xi, yi, xt, yt, xo, yo)
+                .unroll(xi)
+                .unroll(yi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(xt, yt);
+        }
+        if (cols) {
+            cols->dim(0).set_min(0).set_extent(m);
+            cols->dim(1).set_min(0).set_extent(k);
+            // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
+            cols->split(y, yo, yi, TM, TailStrategy::RoundUp)
+                .split(x, xo, xi, T, TailStrategy::RoundUp)
+                .split(yi, yi, yt, lanes, TailStrategy::RoundUp)
+                .split(xi, xt, xi, cr, TailStrategy::RoundUp)
+                .reorder(yi, xi, yt, xt, xo, yo)
+                .unroll(yi)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(yt, xt);
+            if (rows) cols->compute_with(*rows, xo);
+        }
+        Func first = rows ? *rows : *cols;
+        f8.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, x, xt, lanes, TailStrategy::RoundUp)
+            .split(y, yt, y, R, TailStrategy::RoundUp)
+            .reorder(x, y, xt, yt)
+            .unroll(x)
+            .unroll(y)
+            .gpu_threads(xt, yt)
+            .bound_storage(x, T + 4);
     }
 
     // A thread's input words (a wrapper of `input`, `words` per row) in registers, rows

@@ -3,12 +3,12 @@
 #include <string>
 #include <vector>
 
+#include "cast_transpose_call.h"
 #include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
 #include "status.h"
-#include "tile_cover.h"
 #include "validate.h"
 
 namespace schedx {
@@ -22,28 +22,6 @@ const char *dtype_name(schedx_dtype t) {
     default: return nullptr;
     }
 }
-
-struct CastTransposeCall {
-    const void *x;
-    int64_t m, k, ldx;
-    int elem_bytes;
-    const float *scale;
-    int format;
-    uint8_t *rows, *cols;
-    int64_t ld_rows, ld_cols;
-    float *amax, *scale_inv;
-
-    // The call on rows [r.row0, r.row0 + r.rows) and columns [r.col0, r.col0 + r.cols) of x.
-    CastTransposeCall region(const TileRegion &r) const {
-        CastTransposeCall sub = *this;
-        sub.x = static_cast<const uint8_t *>(x) + (r.row0 * ldx + r.col0) * elem_bytes;
-        if (rows) sub.rows = rows + r.row0 * ld_rows + r.col0;
-        if (cols) sub.cols = cols + r.col0 * ld_cols + r.row0;
-        sub.m = r.rows;
-        sub.k = r.cols;
-        return sub;
-    }
-};
 
 void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
@@ -68,12 +46,15 @@ TileShape tile_shape(const Variant &v) {
     return {v.param_int("tile_rows", k), k};
 }
 
-// Tiled variants take 16-byte aligned pointers and rows (word I/O) and at least one tile;
+}  // namespace
+
+// Word-I/O tiled variants take 16-byte aligned pointers and rows and at least one tile;
 // a ragged M or K runs as whole tiles plus the last tile row or column shifted inwards
 // (tile_cover.h), whose pointers must be 16-byte aligned too. H200, t64r8w4, 12000x6000:
 // 110.5 us against 264.1 for the general variant, 1.41x the time per byte of 12288x6144
-// (bench/results/ragged_2026-12-04_h200_2bb49d7.md). Autoscheduled variants take
-// the shapes their generated bounds accept.
+// (bench/results/ragged_2026-12-04_h200_2bb49d7.md). Element-I/O tiled variants need only
+// one tile (the ABI has checked element alignment). Autoscheduled variants take the shapes
+// their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
         PipelineCall query(v, nullptr);
@@ -82,12 +63,18 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
     }
     if (v.param("schedule") != "cuda_tiled") return true;
     const TileShape t = tile_shape(v);
+    if (c.m < t.m || c.k < t.k) return false;
+    if (v.param("io", "word") == "element") return true;
     const bool shift_m = c.m % t.m != 0, shift_k = c.k % t.k != 0;
-    return c.m >= t.m && c.k >= t.k && aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 &&
-           (!shift_k || (c.k * c.elem_bytes) % 16 == 0) &&
+    return aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 && (!shift_k || (c.k * c.elem_bytes) % 16 == 0) &&
            (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0 && (!shift_k || c.k % 16 == 0))) &&
            (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
 }
+
+// Untuned, the general and autoscheduled CUDA variants go after every tiled one: the element-I/O tiles (listed last) take the rows word tiles refuse.
+bool loses_untuned(const Variant &v) { return v.device == Device::cuda && v.param("schedule") != "cuda_tiled"; }
+
+namespace {
 
 schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
     // Looked up once per dtype and device (candidates memoises by key), not per call.
@@ -183,7 +170,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
                      aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
     const auto runnable =
-        runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); });
+        runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
+                          [&](const Variant &v) { return loses_untuned(v); });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 

@@ -52,15 +52,21 @@ struct DeviceCopy {
     }
 };
 
-// The schedule param of the variant that last ran `op`, or "none".
-inline std::string schedule_of_last(const char *op) {
+// The params of the variant that last ran `op`; empty if none ran.
+inline std::map<std::string, std::string> params_of_last(const char *op) {
     const char *last = schedx_last_variant(op);
     for (int i = 0; last && i < schedx_variant_count(); i++) {
         schedx_variant_info info;
         schedx_get_variant(i, &info);
-        if (std::string(info.name) == last) return params_of(info)["schedule"];
+        if (std::string(info.name) == last) return params_of(info);
     }
-    return "none";
+    return {};
+}
+
+// The schedule param of the variant that last ran `op`, or "none".
+inline std::string schedule_of_last(const char *op) {
+    const auto params = params_of_last(op);
+    return params.empty() ? "none" : params.at("schedule");
 }
 
 // The current device's compute capability, 10 * major + minor (variants' min_sm).

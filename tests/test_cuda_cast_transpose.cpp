@@ -52,7 +52,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         auto p = params_of(info);
         const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
         const std::string outputs = p.count("outputs") ? p["outputs"] : "both";
-        const bool tiled = p["schedule"] == "cuda_tiled";
+        const bool tiled = p["schedule"] == "cuda_tiled", element_io = p["io"] == "element";
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
         struct Shape {
@@ -62,7 +62,16 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         if (!test::quick_run()) shapes.insert(shapes.end(), {{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}});
         const bool autoscheduled = p.count("autoscheduler") > 0;
         int ran = 0;
-        if (tiled) {
+        if (element_io) {
+            // Rows aligned to the element only: odd K and ragged M, dense (shifted tiles start
+            // at 2-byte aligned x and byte-aligned rows and cols), odd leading dimensions, one
+            // tile exactly, and the issue's dense 2999x4001 and 4097x4096.
+            shapes.insert(shapes.end(), {{129, 67, 0, 0, 0}, {65, 130, 131, 133, 67}});
+            if (!test::quick_run()) {
+                shapes.insert(shapes.end(), {{64, 64, 65, 67, 69}, {191, 255, 0, 0, 0}, {2999, 4001, 0, 0, 0},
+                                             {4097, 4096, 0, 0, 0}});
+            }
+        } else if (tiled) {
             // Ragged M and K in 16-byte steps: whole tiles plus the last tile row and column
             // shifted inwards (three and four launches), tight and padded.
             shapes.push_back({272, 208, 0, 0, 0});
@@ -205,17 +214,46 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
     cudaFree(stats);
 }
 
-TEST_CASE("dispatch picks the aligned fast path and falls back for ragged shapes") {
-    auto schedule_of_last = [] { return test::schedule_of_last("cast_transpose"); };
+namespace {
+
+// The last call's path: "word" or "element" tiles, or the schedule's name.
+std::string path_of_last() {
+    const std::string schedule = test::schedule_of_last("cast_transpose");
+    if (schedule != "cuda_tiled") return schedule;
+    const std::string io = test::params_of_last("cast_transpose")["io"];
+    return io.empty() ? "word" : io;
+}
+
+}  // namespace
+
+TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, the general variant below a tile") {
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
     CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
-    CHECK(schedule_of_last() == "cuda_tiled");
-    CastTransposeCase ragged{500, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    CHECK(check_cast_transpose(ragged, all_patterns, run_on_cuda) == "");
-    CHECK(schedule_of_last() == "cuda_general");
+    CHECK(path_of_last() == "word");
+    CastTransposeCase ragged{500, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};  // ld_cols = 500
     CastTransposeCase odd_ld{512, 512, 513, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    CHECK(check_cast_transpose(odd_ld, all_patterns, run_on_cuda) == "");
-    CHECK(schedule_of_last() == "cuda_general");
+    CastTransposeCase odd_k{300, 301, 0, 0, 0, SCHEDX_FP16, SCHEDX_E4M3FN, 2.0f};
+    for (CastTransposeCase c : {ragged, odd_ld, odd_k}) {
+        CAPTURE(c.m);
+        CAPTURE(c.k);
+        CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+        CHECK(path_of_last() == "element");
+        c.amax = true;  // the abs_max pass after the element tiles
+        CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+        CHECK(path_of_last() == "element");
+    }
+    CastTransposeCase one_row{1, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CastTransposeCase one_col{8192, 1, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    for (CastTransposeCase c : {one_row, one_col}) {
+        CAPTURE(c.m);
+        CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
+        CHECK(path_of_last() == "cuda_general");
+        // Forced, an element tile refuses a call below one tile (status 11) before anything runs.
+        REQUIRE(schedx_force_variant("cast_transpose", "cast_transpose_bf16_e4m3_t64r8_element_io") == SCHEDX_OK);
+        CHECK(check_cast_transpose(c, all_patterns, run_on_cuda).rfind("status 11:", 0) == 0);
+        REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    }
 }
 
 // Ragged shapes whose rows stay 16-byte aligned run a tiled variant, as whole tiles plus the
@@ -245,16 +283,17 @@ TEST_CASE("ragged shapes in 16-byte steps run tiled, the fused amax included") {
             CHECK(test::schedule_of_last("cast_transpose") == "cuda_tiled");
         }
     }
-    // Rows that the shifted tiles cannot take run the general variant: M below a tile, K
-    // whose last tile starts off 16 bytes, an odd leading dimension (2-byte aligned rows).
+    // Rows that the word tiles cannot take run element tiles: K whose last tile starts off
+    // 16 bytes, an odd leading dimension (2-byte aligned rows); M below a tile runs the
+    // general variant.
     CastTransposeCase small{48, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CastTransposeCase odd_k{128, 200, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CastTransposeCase odd_ld{128, 128, 129, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    for (CastTransposeCase c : {small, odd_k, odd_ld}) {
+    for (auto [c, path] : {std::pair{small, "cuda_general"}, std::pair{odd_k, "element"}, std::pair{odd_ld, "element"}}) {
         CAPTURE(c.m);
         CAPTURE(c.k);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
-        CHECK(test::schedule_of_last("cast_transpose") == "cuda_general");
+        CHECK(path_of_last() == path);
     }
 }
 

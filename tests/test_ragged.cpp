@@ -1,14 +1,20 @@
 // Ragged shapes on the CPU: how the whole-tile CUDA kernels cover any M x K of at least
 // one tile (every element once or more, nothing outside, launches 16-byte aligned where the
-// runtime asks for it), and the CPU variants on prime sizes, single rows and columns, odd
-// leading dimensions (2-byte aligned rows) and a NaN or the largest value in the last element.
+// runtime asks for it), which CUDA variant untuned dispatch picks for aligned and misaligned
+// rows, and the CPU variants on prime sizes, single rows and columns, odd leading dimensions
+// (2-byte aligned rows) and a NaN or the largest value in the last element.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "cast_transpose_call.h"
 #include "cast_transpose_case.h"
+#include "dispatch.h"
 #include "tile_cover.h"
 
 using test::CastTransposeCase;
@@ -42,6 +48,75 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
                     FAIL("bad cover");
                 }
             }
+        }
+    }
+}
+
+TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, general below a tile") {
+    // The CUDA bf16 -> e4m3fn variants writing both outputs, as the ABI's filter keeps them;
+    // autoscheduled ones are left out (their answer is a bounds query needing a CUDA context).
+    static const std::vector<const schedx::Variant *> candidates = [] {
+        std::vector<const schedx::Variant *> out;
+        for (const schedx::Variant &v : schedx::registry()) {
+            if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
+                v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" &&
+                v.param("with_amax") != "true" && v.param("autoscheduler").empty()) {
+                out.push_back(&v);
+            }
+        }
+        return out;
+    }();
+    // The element-I/O variants are listed after every other CUDA variant of the op.
+    size_t first_element = candidates.size(), last_other = 0;
+    for (size_t i = 0; i < candidates.size(); i++) {
+        if (candidates[i]->param("io") == "element") first_element = std::min(first_element, i);
+        else last_other = i;
+    }
+    REQUIRE(first_element < candidates.size());
+    CHECK(last_other < first_element);
+
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: tiled and general variants read pointer bits only
+    struct Call {
+        int64_t m, k, ldx, ld_rows, ld_cols, x_offset;
+        const char *io;  // the first choice's io, or "general"
+    };
+    const Call calls[] = {
+        {4096, 4096, 4096, 4096, 4096, 0, "word"},    {12000, 6000, 6000, 6000, 12000, 0, "word"},
+        {4097, 4096, 4096, 4096, 4097, 0, "element"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
+        {512, 512, 513, 512, 512, 0, "element"},      {512, 512, 512, 512, 512, 2, "element"},
+        {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
+        {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "general"},
+        {8192, 1, 1, 1, 8192, 0, "general"},          {48, 512, 512, 512, 48, 0, "general"},
+        {63, 4096, 4096, 4096, 63, 0, "general"},
+    };
+    for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
+        const Call &t = calls[n];
+        CAPTURE(t.m);
+        CAPTURE(t.k);
+        CAPTURE(t.ldx);
+        CAPTURE(t.x_offset);
+        const schedx::CastTransposeCall c{reinterpret_cast<const void *>(base + t.x_offset), t.m, t.k, t.ldx, 2,
+                                          nullptr, 0, reinterpret_cast<uint8_t *>(base << 4), reinterpret_cast<uint8_t *>(base << 8),
+                                          t.ld_rows, t.ld_cols, nullptr, nullptr};
+        const auto runs = [&](const schedx::Variant &v) { return schedx::can_run(v, c); };
+        // A key of its own per call and list (runnable_variants caches by key, not by the predicates).
+        const schedx::RunKey key{29, n, 0}, key_listed{29, n, 1};
+        const auto ranked = schedx::runnable_variants(candidates, key, 90, runs,
+                                                      [](const schedx::Variant &v) { return schedx::loses_untuned(v); });
+        const auto listed = schedx::runnable_variants(candidates, key_listed, 90, runs);
+        REQUIRE(!ranked->empty());
+        const schedx::Variant &chosen = *ranked->front();
+        CAPTURE(chosen.name);
+        const std::string io = chosen.param("schedule") == "cuda_general" ? "general" : std::string(chosen.param("io", "word"));
+        CHECK(io == t.io);
+        // Where a word tile runs, the choice is the one list order alone gave before the element tiles.
+        if (io == "word") CHECK(listed->front() == &chosen);
+        // Element tiles take every call of at least one tile, whatever its alignment.
+        for (const schedx::Variant *v : candidates) {
+            if (v->param("io") != "element") continue;
+            CAPTURE(v->name);
+            CHECK(schedx::can_run(*v, c) == (t.m >= v->param_int("tile_rows", v->param_int("tile", 64)) &&
+                                              t.k >= v->param_int("tile", 64)));
         }
     }
 }

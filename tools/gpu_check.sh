@@ -70,14 +70,14 @@ for step in $steps; do
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
       grep -h "dispatch chose" "$out"/explore_*.md ;;
-    ragged)  # issue 29: the ragged shape sets, every variant timed, dispatch checked; memcheck of the shifted tiles
+    ragged)  # issue 29: the ragged shape sets, every variant timed, dispatch checked; memcheck of the shifted and element-I/O tiles
       for op in cast_transpose w8_linear; do
         build/tools/schedx-explore --op $op --device cuda --ragged --db "$out/ragged_tuning.jsonl" ${EXPLORE_ARGS:-} \
           ${RAGGED_VARIANTS:+--variants "$RAGGED_VARIANTS"} --csv "$out/ragged_$op.csv" > "$out/ragged_$op.md" 2> "$out/ragged_$op.err" || rc=1
       done
       grep -h "dispatch chose" "$out"/ragged_*.md
       SCHEDX_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tests/schedx_cuda_tests --test-case='ragged*,empty*,variants with 128*' > "$out/sanitizer_ragged.log" 2>&1 || rc=1
+        build/tests/schedx_cuda_tests --test-case='ragged*,empty*,variants with 128*,dispatch picks*' > "$out/sanitizer_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/sanitizer_ragged.log"
       build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch runs ragged*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;

@@ -1,0 +1,40 @@
+// A cast_transpose call's arguments and which variants may run it, in a header so that CPU
+// tests can ask dispatch's rules about CUDA variants without a device (the rules read only
+// shapes, leading dimensions and pointer bits, except an autoscheduled variant's bounds query).
+#pragma once
+
+#include <cstdint>
+
+#include "registry.h"
+#include "tile_cover.h"
+
+namespace schedx {
+
+struct CastTransposeCall {
+    const void *x;
+    int64_t m, k, ldx;
+    int elem_bytes;
+    const float *scale;
+    int format;
+    uint8_t *rows, *cols;
+    int64_t ld_rows, ld_cols;
+    float *amax, *scale_inv;
+
+    // The call on rows [r.row0, r.row0 + r.rows) and columns [r.col0, r.col0 + r.cols) of x.
+    CastTransposeCall region(const TileRegion &r) const {
+        CastTransposeCall sub = *this;
+        sub.x = static_cast<const uint8_t *>(x) + (r.row0 * ldx + r.col0) * elem_bytes;
+        if (rows) sub.rows = rows + r.row0 * ld_rows + r.col0;
+        if (cols) sub.cols = cols + r.col0 * ld_cols + r.row0;
+        sub.m = r.rows;
+        sub.k = r.cols;
+        return sub;
+    }
+};
+
+// Whether variant `v` can run call `c` (shape, leading dimensions, alignment).
+bool can_run(const Variant &v, const CastTransposeCall &c);
+// Whether untuned dispatch tries `v` only after the variants for which this is false.
+bool loses_untuned(const Variant &v);
+
+}  // namespace schedx

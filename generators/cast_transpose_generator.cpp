@@ -439,11 +439,9 @@ private:
             throw std::invalid_argument("tile, tile_rows and rows_per_thread make no valid element thread grid");
         }
         // Whole tiles only (the runtime covers the rest with shifted tiles, tile_cover.h).
-        Expr k = input->dim(0).extent(), m = input->dim(1).extent();
+        const Expr k = input->dim(0).extent(), m = input->dim(1).extent();
         input->dim(0).set_min(0).set_extent((k / T) * T);
         input->dim(1).set_min(0).set_extent((m / TM) * TM);
-        k = input->dim(0).extent();
-        m = input->dim(1).extent();
         if (rows) {
             rows->dim(0).set_min(0).set_extent(k);
             rows->dim(1).set_min(0).set_extent(m);

@@ -337,7 +337,7 @@ private:
     Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output (and part)
     Func part{"part"};                             // split-K: each part's sum of each output
     std::vector<Func> lane_tree;                   // the five shuffle-and-add halvings across lanes
-    Func mma_frag{"mma_frag"};                     // cuda_mma: a lane's four D floats of each tile
+    Func mma_frag{"mma_frag"};                     // cuda_mma: a lane's four D floats of each tile (+ define_mma_sum's fifth)
     Func mma_out{"mma_out"};                       // ... indexed by float e
     std::function<Expr(Expr, int)> w_pair;         // cuda_mma: two int8 of a W word as an A fragment word
     RDom r;

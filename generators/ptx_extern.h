@@ -28,4 +28,24 @@ inline Halide::Expr ptx_evict_first(Halide::Expr loaded) {
                                 Internal::Call::PureExtern);
 }
 
+// D = A * B + C on a warp's 16 x 8 x 16 tile by mma.sync.aligned.m16n8k16.row.col.f32
+// .{bf16,f16} (sm_80): `a` the lane's four A fragment words, `b` its two B words (two
+// elements each, the lower k in the low half), `c` its four fp32 accumulators; D's four
+// floats. One call per float (Halide scalarizes vector-typed calls), all with
+// the same operands, which the rewrite issues as one mma: keep them in one basic block.
+inline std::vector<Halide::Expr> ptx_mma_m16n8k16(const std::vector<Halide::Expr> &a, const std::vector<Halide::Expr> &b,
+                                                   const std::vector<Halide::Expr> &c, bool fp16) {
+    using namespace Halide;
+    std::vector<Expr> operands;
+    for (const Expr &e : a) operands.push_back(cast<uint32_t>(e));
+    for (const Expr &e : b) operands.push_back(cast<uint32_t>(e));
+    for (const Expr &e : c) operands.push_back(cast<float>(e));
+    const std::string name = fp16 ? "schedx_ptx_mma_m16n8k16_f16_d" : "schedx_ptx_mma_m16n8k16_bf16_d";
+    std::vector<Expr> d;
+    for (int part = 0; part < 4; part++) {
+        d.push_back(Internal::Call::make(Float(32), name + std::to_string(part), operands, Internal::Call::PureExtern));
+    }
+    return d;
+}
+
 }  // namespace schedx

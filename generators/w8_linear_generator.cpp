@@ -24,6 +24,8 @@
 // binade of the row's largest |x| or the 14 below it (bf16; 11 for fp16); smaller ones
 // round to a multiple of 2^-21 of that binade, below an fp32 accumulator's own rounding.
 // A row holding inf or NaN gives NaN in all its outputs.
+#include <functional>
+
 #include "Halide.h"
 #include "numerics.h"
 #include "ptx_extern.h"
@@ -47,14 +49,14 @@ public:
                                  {"rescale", Stage::rescale},
                                  {"planes", Stage::planes},
                                  {"planes_epilogue", Stage::planes_epilogue}}};
-    // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk (stage=linear);
+    // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk | cuda_mma (stage=linear);
     // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue, planes_epilogue);
     // cuda_row_blocks (stage=planes)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
-    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp
-    GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step
+    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp (cuda_mma: 16 per tile)
+    GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step (cuda_mma: per row)
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
-    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch: rows of x per warp; cpu: per pass
+    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch, cuda_mma (8 per tile): rows of x per warp; cpu: per pass
     GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
     // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as load_words/4
     // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
@@ -72,7 +74,11 @@ public:
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
         const std::string s = sched;
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
-        word_io = lane_layout || s == "cuda_words";
+        mma_layout = s == "cuda_mma";
+        word_io = lane_layout || mma_layout || s == "cuda_words";
+        if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || load_words % 2 != 0)) {
+            throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words of 2");
+        }
         // Split-K interleaves single groups among its warps: a lane's run is one group there.
         if (evict_first && !lane_layout) throw std::invalid_argument("evict_first takes a lane layout (cuda_gemv, cuda_smallbatch, cuda_splitk)");
         if (coalesced && stage != Stage::dequantize && (!lane_layout || s == "cuda_splitk" || load_words % 4 != 0)) {
@@ -143,6 +149,21 @@ public:
                 Expr w_word = w_rows(kv / 4, l, c, n);
                 if (evict_first) w_word = schedx::ptx_evict_first(w_word);
                 wf_lane(kv, l, c, n) = schedx::int8_of_word_to_float(w_word, kv % 4, magic);
+            } else if (mma_layout) {
+                // Word kv of lane l's run in K chunk c, for the A fragment's rows l / 4 (h = 0)
+                // and l / 4 + 8 (h = 1) of 16-row tile nt (define_mma_sum).
+                const int LW = load_words;
+                Expr row = clamp(nt * 16 + l / 4 + 8 * h, 0, w->dim(1).extent() - 1);
+                w_rows(kv, h, l, c, nt) = (*w)(c * 4 * LW + (l % 4) * LW + kv, row);
+                // Bytes i, i + 1 of a W word as two elements of x's dtype, byte i in the low half.
+                w_pair = [this, magic](Expr word, int i) {
+                    Expr lo = schedx::int8_of_word_to_float(word, i, magic);
+                    Expr hi = schedx::int8_of_word_to_float(word, i + 1, magic);
+                    if (x_type == ElemType::bf16) {  // the floats' upper halves, one PRMT
+                        return schedx::prmt(reinterpret<uint32_t>(lo), reinterpret<uint32_t>(hi), schedx::u32(0x7632));
+                    }
+                    return schedx::small_int_to_half_bits(lo, x_type) | (schedx::small_int_to_half_bits(hi, x_type) << 16);
+                };
             } else if (word_io) {
                 w_rows(k, n) = (*w)(k, nc);  // k counts words here
                 wf(k, n) = schedx::int8_of_word_to_float(w_rows(k / 4, n), k % 4, magic);
@@ -187,7 +208,11 @@ public:
         } else {
             if (stage == Stage::linear) {
                 Expr mc = clamp(m, 0, x->dim(1).extent() - 1);  // as nc, for rows beyond M
-                if (lane_layout) {  // as w_rows: the x words that meet a lane's W words
+                if (mma_layout) {  // x words kv of lane l's run in chunk c for B's column l / 4 of 8-row tile mt
+                    const int LW = load_words;
+                    Expr row = clamp(mt * 8 + l / 4, 0, x->dim(1).extent() - 1);
+                    x_rows(kv, l, c, mt) = (*x)(c * 8 * LW + (l % 4) * 2 * LW + kv, row);
+                } else if (lane_layout) {  // as w_rows: the x words that meet a lane's W words
                     x_rows(kv, l, c, m) = (*x)((c * 32 + l) * (lane_run() / 2) + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
                         (x_rows(kv / 2, l, c, m) >> (cast<uint32_t>(kv % 2) * 16)) & schedx::u32(0xFFFF), x_type);
@@ -198,7 +223,9 @@ public:
                 // saying so in the extent lets their splits of r be exact.
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
-                if (lane_layout) {
+                if (mma_layout) {
+                    define_mma_sum(kk);
+                } else if (lane_layout) {
                     // Each lane sums its own elements (over run and group: its index is
                     // a loop variable, not (k / run) % 32, whose bounds Halide would take as
                     // all 32 lanes), then five halvings add lane l + 16, 8, 4, 2, 1 to lane l
@@ -282,6 +309,8 @@ public:
             schedule_cuda_warp_rows();
         } else if (s == "cuda_splitk") {
             schedule_cuda_splitk();
+        } else if (s == "cuda_mma") {
+            schedule_cuda_mma();
         } else {
             throw std::invalid_argument("unknown schedule " + s);
         }
@@ -289,8 +318,10 @@ public:
 
 private:
     Var kv{"kv"}, l{"l"}, c{"c"};  // lane layout: element (or word) in a lane's run, lane, group
+    Var h{"h"}, e{"e"}, nt{"nt"}, mt{"mt"};  // mma layout: A's row half, D's float, 16-row tile of n, 8-row tile of m
     Var k{"k"}, n{"n"}, m{"m"}, no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, mo{"mo"}, mi{"mi"}, u{"u"}, v{"v"}, s{"s"};
     bool word_io = false, lane_layout = false;  // lane_layout: cuda_gemv, cuda_smallbatch, cuda_splitk
+    bool mma_layout = false;                    // cuda_mma
     Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *bias = nullptr, *acc_in = nullptr;
     Output<Buffer<>> *y = nullptr, *w_out = nullptr, *planes_out = nullptr;
     Input<Buffer<>> *planes_in = nullptr;
@@ -306,6 +337,9 @@ private:
     Func lane_sum{"lane_sum"};                     // a lane's partial sum of each output (and part)
     Func part{"part"};                             // split-K: each part's sum of each output
     std::vector<Func> lane_tree;                   // the five shuffle-and-add halvings across lanes
+    Func mma_frag{"mma_frag"};                     // cuda_mma: a lane's four D floats of each tile (+ define_mma_sum's fifth)
+    Func mma_out{"mma_out"};                       // ... indexed by float e
+    std::function<Expr(Expr, int)> w_pair;         // cuda_mma: two int8 of a W word as an A fragment word
     RDom r;
 
     // Lane layout: elements of one lane's contiguous run in a group of 32 runs. Coalesced,
@@ -319,6 +353,7 @@ private:
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
         if (stage != Stage::linear || !word_io) return 1;
+        if (mma_layout) return 16 * load_words;
         return 32 * load_words * 4 * split_parts();
     }
 
@@ -476,6 +511,110 @@ private:
             .unroll(kv)
             .unroll(c)
             .unroll(row);
+    }
+
+    // cuda_mma: y^T = W x^T on tensor cores, 16 rows of W (A, row-major) by 8 rows of x (B's
+    // columns) per mma.sync m16n8k16, K 16 at a time. Lane l = 4g + t holds A's rows g and
+    // g + 8, B's column g and k slots 2t, 2t + 1 (a0, a1, b0) and 2t + 8, 2t + 9 (a2, a3, b1)
+    // (PTX ISA, m16n8k16 .bf16/.f16 fragments; docs/w8_linear.md lists the mapping). A sum
+    // does not depend on which k sits in which slot if A and B agree, so the mma of word kv
+    // of chunk c gives lane t's four slots k = 16 LW c + 4 (LW t + kv) + 0..3: a lane's A
+    // words are whole W words (bytes 0, 1 -> a0 / a1, bytes 2, 3 -> a2 / a3) and its B words
+    // whole x words, loaded as 16-byte vectors, where the PTX order would take 16-bit pieces.
+    void define_mma_sum(Expr kk) {
+        const int LW = load_words;
+        r = RDom({{0, LW}, {0, kk / (16 * LW)}}, "r");
+        Expr upper = w_rows(r.x, 0, l, r.y, nt), lower = w_rows(r.x, 1, l, r.y, nt);
+        const std::vector<Expr> a = {w_pair(upper, 0), w_pair(lower, 0), w_pair(upper, 2), w_pair(lower, 2)};
+        const std::vector<Expr> b = {x_rows(2 * r.x, l, r.y, mt), x_rows(2 * r.x + 1, l, r.y, mt)};
+        // A fifth float, never read, sums the old four outside any call: Halide 21's tuple
+        // split orders an update's stores by its values' reads of the tuple outside call
+        // arguments only, and with the reads inside the extern calls alone it stored each new
+        // float before the next call read the old one (four mma with mixed accumulators).
+        mma_frag(l, nt, mt) = Tuple(0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+        Tuple old = Tuple(mma_frag(l, nt, mt));
+        std::vector<Expr> sum =
+            schedx::ptx_mma_m16n8k16(a, b, {old[0], old[1], old[2], old[3]}, x_type == ElemType::fp16);
+        sum.push_back(old[0] + old[1] + old[2] + old[3]);
+        mma_frag(l, nt, mt) = Tuple(sum);
+        // D's float e of lane l is row l / 4 + 8 (e / 2), column 2 (l % 4) + e % 2 of its tile.
+        // As a dimension, not a Tuple element, so that y's unrolled loops pick it by index:
+        // a mux over the Tuple left Halide's warp-shuffle pass loads of a dropped variable.
+        mma_out(e, l, nt, mt) = mux(e, {old[0], old[1], old[2], old[3]});
+        // In these forms Halide's simplifier proves each index y's loops give it to be this
+        // lane's (((n % 16) + 8) % 8 it did not, and shuffled the floats between lanes).
+        acc(n, m) = mma_out(m % 2 + 2 * ((n / 8) % 2), (n % 8) * 4 + (m / 2) % 4, n / 16, m / 8);
+    }
+
+    // cuda_mma: a warp owns rows_per_warp / 16 tiles of 16 columns n and batch / 8 tiles of 8
+    // rows m; per K chunk each lane loads load_words W words of each of its two rows per tile
+    // (a 16-byte vector at 4) and 2 load_words x words per row tile, converts the int8 to
+    // pairs in registers, and issues load_words mmas per pair of tiles, the accumulators
+    // staying in registers; then each lane stores the outputs its D floats hold. Rows beyond
+    // N and M compute clamped copies that are never stored. Not yet measured on a GPU.
+    void schedule_cuda_mma() {
+        const int NT = rows_per_warp / 16, MT = batch / 8, WB = warps, LW = load_words;
+        constrain_words();
+        // From 0, so that Halide sees which lane and float hold each output (n % 16, m % 8).
+        y->dim(0).set_min(0);
+        y->dim(1).set_min(0);
+        Var nh("nh"), ng("ng"), mq("mq"), ml("ml"), ntl("ntl"), mtl("mtl"), lane("lane"), kw("kw");
+        // Output (n, m) of a warp sits in lane 4 ng + mq, float 2 nh + ml of tiles (ntl, mtl).
+        y->split(n, no, ni, 16 * NT * WB, TailStrategy::GuardWithIf)
+            .split(ni, nw, ni, 16 * NT)
+            .split(ni, ntl, ni, 16)
+            .split(ni, nh, ng, 8)
+            .split(m, mo, mi, 8 * MT, TailStrategy::GuardWithIf)
+            .split(mi, mtl, mi, 8)
+            .split(mi, mq, ml, 2)
+            .fuse(mq, ng, lane)
+            .reorder(ml, nh, mtl, ntl, lane, nw, no, mo)
+            .unroll(ml)
+            .unroll(nh)
+            .unroll(mtl)
+            .unroll(ntl)
+            .gpu_blocks(no, mo)
+            .gpu_threads(lane, nw);
+        mma_frag.compute_at(*y, nw)
+            .bound_extent(l, 32)
+            .bound_extent(nt, NT)
+            .bound_extent(mt, MT)
+            .unroll(nt)
+            .unroll(mt)
+            .gpu_lanes(l);
+        mma_frag.update().reorder(mt, nt, r.x, r.y, l).unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
+        mma_out.compute_at(*y, nw)
+            .bound_extent(e, 4)
+            .bound_extent(l, 32)
+            .bound_extent(nt, NT)
+            .bound_extent(mt, MT)
+            .reorder(e, nt, mt, l)
+            .unroll(e)
+            .unroll(nt)
+            .unroll(mt)
+            .gpu_lanes(l);
+        w_rows.compute_at(mma_frag, r.y)
+            .store_in(MemoryType::Register)
+            .bound_extent(kv, LW)
+            .bound_extent(h, 2)
+            .bound_extent(l, 1)
+            .bound_extent(c, 1)
+            .bound_extent(nt, NT)
+            .split(kv, kv, kw, std::min(LW, 4))
+            .vectorize(kw)
+            .unroll(kv)
+            .unroll(h)
+            .unroll(nt);
+        x_rows.compute_at(mma_frag, r.y)
+            .store_in(MemoryType::Register)
+            .bound_extent(kv, 2 * LW)
+            .bound_extent(l, 1)
+            .bound_extent(c, 1)
+            .bound_extent(mt, MT)
+            .split(kv, kv, kw, 4)
+            .vectorize(kw)
+            .unroll(kv)
+            .unroll(mt);
     }
 
     // Small N: with a warp per few columns, N = 1024 fills only a fraction of the GPU and

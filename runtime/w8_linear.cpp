@@ -84,6 +84,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     const int64_t step = 128 * v.param_int("load_words", 4);
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
     if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
+    // Tensor cores: K in chunks of 16 elements per W word of a lane's run.
+    if (s == "cuda_mma") return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4));
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
@@ -134,6 +136,7 @@ constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 bool loses_untuned(const Variant &v, const W8LinearCall &c) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
+    if (s == "cuda_mma") return true;  // not yet measured on a GPU: last untuned (also last in the list) until tuned
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
     if (is_planes_path(v)) {
         const bool pinned = !v.param("cublaslt_config").empty();
@@ -372,11 +375,12 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
 
     PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);
-    // The lane-layout kernels read each weight once: W streams through L2 so that it does
+    // The lane-layout and tensor-core kernels read each weight once: W streams through L2 so that it does
     // not evict x, y and what the caller's other kernels keep there (evict_first variants
     // mark their loads so instead).
     const std::string_view schedule = v->param("schedule");
-    const bool w_read_once = (schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk") &&
+    const bool w_read_once = (schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk" ||
+                              schedule == "cuda_mma") &&
                              v->param("evict_first") != "true";
     const L2StreamingWindow window(c.w, w_read_once ? size_t((c.n - 1) * c.ldw + c.k) : 0);
     return call.run();

@@ -56,7 +56,8 @@ bool is_cublas(std::map<std::string, std::string> &p) {
 std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const std::string s = p["schedule"];
     const bool cublas = is_cublas(p);
-    const int64_t step = 128 * (p.count("load_words") ? std::stoll(p["load_words"]) : 4);
+    const int64_t load_words = p.count("load_words") ? std::stoll(p["load_words"]) : 4;
+    const int64_t step = 128 * load_words;
     const int64_t batch = p.count("batch") ? std::stoll(p["batch"]) : 1;
     const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 8;
     std::vector<Shape> out;
@@ -70,6 +71,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
                 else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
+                else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words) == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
                 if (runs && m * n * k <= 16 * 4096 * 4096) out.push_back({m, n, k});
             }
@@ -77,6 +79,15 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     }
     // A prefill-sized cuBLAS call (the reference is computed once for all eight kinds).
     if (cublas) out.push_back({300, 1000, 4096});
+    // Tensor cores at issue 31's shapes: whole and partial 8-row tiles up to M = 64 (the
+    // references are shared by all tensor-core variants).
+    if (s == "cuda_mma") {
+        for (int64_t m : {2, 5, 8, 16, 17, 32, 64}) {
+            for (Shape nk : {Shape{0, 8192, 8192}, Shape{0, 14336, 4096}, Shape{0, 4096, 14336}}) {
+                if (m <= batch) out.push_back({m, nk.n, nk.k});
+            }
+        }
+    }
     return out;
 }
 

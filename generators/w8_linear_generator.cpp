@@ -58,9 +58,9 @@ public:
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
     GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch, cuda_mma (8 per tile): rows of x per warp; cpu: per pass
     GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
-    // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as load_words/4
-    // vectors 512 bytes apart, so that each warp-wide 16-byte load reads 512 contiguous
-    // bytes (false: one contiguous run per lane, 4 * load_words bytes apart).
+    // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as
+    // load_words / vector_words vectors 32 vectors apart, so that each warp-wide load reads
+    // 32 contiguous vectors (false: one contiguous run per lane, 4 * load_words bytes apart).
     // stage=dequantize: a lane's two 16-byte stores 512 bytes apart, so that each warp-wide
     // store writes 512 contiguous bytes (false: one 32-byte run per lane).
     GeneratorParam<bool> coalesced{"coalesced", false};
@@ -68,6 +68,12 @@ public:
     // generators/ptx_extern.h) instead of running under the runtime's L2 streaming window.
     // H200, dirty L2: ties the window at M = 1 (23.35 against 23.39 us at 8192^2), M = 4 1.1% faster.
     GeneratorParam<bool> evict_first{"evict_first", false};
+    // Lane layouts: W's vector width in words (4: 16-byte loads; 2 and 1 for rows of W only
+    // 8- or 4-byte aligned, K = 4100 say). x's vectors are twice as wide, at most 16 bytes.
+    GeneratorParam<int> vector_words{"vector_words", 4};
+    // cuda_gemv / cuda_smallbatch: K in whole vectors (4 * vector_words elements) instead of
+    // whole steps; the part past the last whole step is one more, guarded, update.
+    GeneratorParam<bool> k_tail{"k_tail", false};
 
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
@@ -81,9 +87,14 @@ public:
         }
         // Split-K interleaves single groups among its warps: a lane's run is one group there.
         if (evict_first && !lane_layout) throw std::invalid_argument("evict_first takes a lane layout (cuda_gemv, cuda_smallbatch, cuda_splitk)");
-        if (coalesced && stage != Stage::dequantize && (!lane_layout || s == "cuda_splitk" || load_words % 4 != 0)) {
+        if (coalesced && stage != Stage::dequantize &&
+            (!lane_layout || s == "cuda_splitk" || int(load_words) % int(vector_words) != 0)) {
             throw std::invalid_argument("coalesced takes stage=dequantize, or schedule=cuda_gemv or cuda_smallbatch and load_words "
-                                        "a multiple of 4");
+                                        "a multiple of vector_words");
+        }
+        if (vector_words != 4 && vector_words != 2 && vector_words != 1) throw std::invalid_argument("vector_words is 1, 2 or 4");
+        if ((vector_words != 4 || k_tail) && s != "cuda_gemv" && s != "cuda_smallbatch") {
+            throw std::invalid_argument("vector_words and k_tail take schedule=cuda_gemv or cuda_smallbatch");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -133,7 +144,7 @@ public:
             // byte selector in a register and re-loaded it before every PRMT. Left undefined
             // (shifts and masks) on the CPU and for the autoschedulers, which want an
             // estimate for every parameter (a stride has none) and cannot cost the intrinsic.
-            Expr magic;
+            Expr &magic = w_magic;
             if (get_target().has_feature(Target::CUDA) && !using_autoscheduler()) {
                 magic = select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
             }
@@ -239,6 +250,7 @@ public:
                     r = RDom({{0, lane_run()}, {0, kk / (32 * lane_run() * S)}}, "r");
                     lane_sum(l, s, n, m) = 0.0f;
                     lane_sum(l, s, n, m) += xf_lane(r.x, l, r.y * S + s, m) * wf_lane(r.x, l, r.y * S + s, n);
+                    if (k_tail) define_tail_sum(kk);
                     Func level = lane_sum;
                     for (int shift = 16; shift >= 1; shift /= 2) {
                         Func sum("lanes_sum_" + std::to_string(32 / shift));
@@ -340,12 +352,30 @@ private:
     Func mma_frag{"mma_frag"};                     // cuda_mma: a lane's four D floats of each tile (+ define_mma_sum's fifth)
     Func mma_out{"mma_out"};                       // ... indexed by float e
     std::function<Expr(Expr, int)> w_pair;         // cuda_mma: two int8 of a W word as an A fragment word
-    RDom r;
+    Expr w_magic;                                  // int8_of_word_to_float's magic (undefined off CUDA)
+    RDom r, rt;                                    // rt: k_tail's vectors past the whole steps
 
     // Lane layout: elements of one lane's contiguous run in a group of 32 runs. Coalesced,
-    // 16 (four words: a lane's load_words are load_words / 4 runs 512 bytes apart); else
-    // all 4 * load_words of a step in one run.
-    int lane_run() const { return coalesced ? 16 : 4 * load_words; }
+    // one vector (a lane's load_words are load_words / vector_words runs, 128 * vector_words
+    // bytes apart); else all 4 * load_words of a step in one run.
+    int lane_run() const { return coalesced ? 4 * vector_words : 4 * load_words; }
+
+    // k_tail: K from kk (the whole steps) on, in vectors of 4 * vector_words elements, lane l
+    // taking vectors l, l + 32, ...; a lane past the last vector re-reads it (every load in
+    // bounds, no branch in the warp) and adds 0.
+    void define_tail_sum(Expr kk) {
+        const int VE = 4 * vector_words;
+        Expr kx = w->dim(0).extent() * 4;
+        Expr vectors = (kx - kk) / VE;
+        rt = RDom({{0, VE}, {0, (vectors + 31) / 32}}, "rt");
+        Expr vec = rt.y * 32 + l;
+        Expr kel = min(kk + vec * VE, kx - VE) + rt.x;
+        Expr mc = clamp(m, 0, x->dim(1).extent() - 1), nc = clamp(n, 0, w->dim(1).extent() - 1);
+        Expr xbits16 = ((*x)(kel / 2, mc) >> (cast<uint32_t>(kel % 2) * 16)) & schedx::u32(0xFFFF);
+        Expr product = schedx::decode_to_float(xbits16, x_type) *
+                       schedx::int8_of_word_to_float((*w)(kel / 4, nc), kel % 4, w_magic);
+        lane_sum(l, s, n, m) += select(vec < vectors, product, 0.0f);
+    }
 
     // Parts of K summed by separate warps: split_k for cuda_splitk, else 1.
     int split_parts() const { return std::string(sched) == "cuda_splitk" ? int(split_k) : 1; }
@@ -357,18 +387,32 @@ private:
         return 32 * load_words * 4 * split_parts();
     }
 
+    // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector.
+    int k_granule() const { return k_tail ? 4 * vector_words : k_step(); }
+
     Expr scale_value(Expr e) {
         return scale_type == ElemType::fp32 ? e : schedx::decode_to_float(e, ElemType::bf16);
     }
 
-    // Word-typed buffers start at 0 with rows 16 bytes apart, so that Halide can prove
-    // 4-word vectors aligned (the 128-bit access rule); K is whole steps of `k_step`.
+    // Word-typed buffers start at 0 with rows a vector apart (16 bytes, or W's
+    // vector_words and x's twice that), so that Halide can prove the vectors aligned (the
+    // 128-bit access rule); K is whole granules (k_granule).
     void constrain_words() {
-        x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (k_step() / 2)) * (k_step() / 2));
-        x->dim(1).set_min(0).set_stride((x->dim(1).stride() / 4) * 4);
+        const int xa = x_vector_words(), wa = lane_layout ? int(vector_words) : 4;
+        x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (k_granule() / 2)) * (k_granule() / 2));
+        x->dim(1).set_min(0).set_stride((x->dim(1).stride() / xa) * xa);
         w->dim(0).set_min(0).set_extent(x->dim(0).extent() / 2);
-        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);
+        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / wa) * wa);
+        // Halide's PTX backend takes 4-word loads as 16-byte ones from the index alone; any
+        // other vector is aligned only as far as the buffer says (else 4-byte loads).
+        if (wa < 4) {
+            x->set_host_alignment(4 * xa);
+            w->set_host_alignment(4 * wa);
+        }
     }
+
+    // x words per vector: two per W word of a vector, at most 4 (16 bytes).
+    int x_vector_words() const { return lane_layout ? std::min(2 * int(vector_words), 4) : 4; }
 
     // CPU: each output is one dot product of two contiguous rows, vectorized along K with
     // the partial sums in vector lanes (rfactor); outputs in parallel blocks of columns so
@@ -471,11 +515,11 @@ private:
 
     // A warp's lane layout, computed at `at`'s loop `warp`: each lane's R x B sums as
     // registers (the tile is whole even at the edges of y: the reads are clamped), then the
-    // halvings. Per step a lane takes `groups` runs of lane_run() elements: load_words / 4
-    // runs 512 apart (coalesced) or one, with its R x load_words W words and B x
+    // halvings. Per step a lane takes `groups` runs of lane_run() elements: load_words /
+    // vector_words runs 32 runs apart (coalesced) or one, with its R x load_words W words and B x
     // 2 * load_words x words loaded once as vectors.
     void schedule_lanes(Func at, Var warp, int R, int B) {
-        const int groups = coalesced ? load_words / 4 : 1;
+        const int groups = coalesced ? int(load_words) / int(vector_words) : 1;
         auto per_lane = [&](Func f) {  // Func is a handle: scheduling the copy schedules f
             f.compute_at(at, warp).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
             f.gpu_lanes(l);
@@ -490,15 +534,20 @@ private:
             .unroll(r.x)
             .unroll(rj)
             .gpu_lanes(l);
+        if (k_tail) {
+            // One W word (4 elements) per iteration: the whole vector unrolled spilled b8_r8w4.
+            RVar wo("wo"), wi("wi");
+            lane_sum.update(1).split(rt.x, wo, wi, 4).reorder(m, n, wi, wo, rt.y, l).unroll(m).unroll(n).unroll(wi).gpu_lanes(l);
+        }
         for (Func &sum : lane_tree) per_lane(sum);
-        stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R);
-        stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B);
+        stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R, vector_words);
+        stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B, x_vector_words());
     }
 
     // A lane's tile of `rows` (w_rows or x_rows: words of its runs x groups x rows) per step
-    // `ro` of lane_sum, as a register array: constant extents, vectors of up to 4 words (an
-    // 8-word vector became 8 scalar loads, the 128-bit access rule).
-    void stage_lane_words(Func rows, RVar ro, int words, int groups, Var row, int count) {
+    // `ro` of lane_sum, as a register array: constant extents, vectors of up to `vector`
+    // words (at most 4: an 8-word vector became 8 scalar loads, the 128-bit access rule).
+    void stage_lane_words(Func rows, RVar ro, int words, int groups, Var row, int count, int vector) {
         Var kw("kw");
         rows.compute_at(lane_sum, ro)
             .store_in(MemoryType::Register)
@@ -506,7 +555,7 @@ private:
             .bound_extent(l, 1)
             .bound_extent(c, groups)
             .bound_extent(row, count)
-            .split(kv, kv, kw, std::min(words, 4))
+            .split(kv, kv, kw, std::min(words, vector))
             .vectorize(kw)
             .unroll(kv)
             .unroll(c)

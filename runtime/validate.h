@@ -33,5 +33,8 @@ struct Span {
 schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_context);
 
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+inline bool aligned_to(const void *p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % uintptr_t(bytes) == 0; }
+// A pointer's offset from the 16-byte boundary below it: what alignment rules read of it.
+inline int64_t misalignment(const void *p) { return int64_t(reinterpret_cast<uintptr_t>(p) & 15); }
 
 }  // namespace schedx

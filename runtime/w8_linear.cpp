@@ -1,9 +1,11 @@
 // schedx_w8_linear: validation, variant eligibility and the call (one Halide pipeline;
 // dequantize + cuBLAS + epilogue or in-place rescale for large M; or x as int8 planes +
 // cuBLAS's int8 GEMM + an exact epilogue for M = 7..128).
-#include <cstdint>
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,9 +49,12 @@ bool is_planes_path(const Variant &v) { return v.param("stage") == "planes"; }
 // is compute-bound and slower than the dequantize path, and its workspace grows with M.
 constexpr int64_t kPlanesMaxRows = 1024;
 
-// The word-typed schedules read x and W as 16-byte vectors from row 0, whole K steps.
-bool words_fit(const W8LinearCall &c, int64_t k_step) {
-    return aligned16(c.x) && aligned16(c.w) && (c.ldx * 2) % 16 == 0 && c.ldw % 16 == 0 && c.k % k_step == 0;
+// The word-typed schedules read W in vectors of `w_vector` bytes (16 unless a lane layout
+// says vector_words) and x in twice as many, at most 16, from row 0; K in whole `k_step`s.
+bool words_fit(const W8LinearCall &c, int64_t k_step, int64_t w_vector = 16) {
+    const int64_t x_vector = std::min<int64_t>(2 * w_vector, 16);
+    return aligned_to(c.x, x_vector) && aligned_to(c.w, w_vector) && (c.ldx * 2) % x_vector == 0 &&
+           c.ldw % w_vector == 0 && c.k % k_step == 0;
 }
 
 void bind_common(PipelineCall &call, const W8LinearCall &c) {
@@ -82,8 +87,11 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     }
     const std::string_view s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
-    if (s == "cuda_gemv") return c.m == 1 && words_fit(c, step);
-    if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, step);
+    // k_tail: K in whole vectors; the rest past the whole steps runs as a guarded update.
+    const int64_t w_vector = 4 * v.param_int("vector_words", 4);
+    const int64_t lane_k = v.param("k_tail") == "true" ? w_vector : step;
+    if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
+    if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, lane_k, w_vector);
     // Tensor cores: K in chunks of 16 elements per W word of a lane's run.
     if (s == "cuda_mma") return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4));
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
@@ -133,11 +141,13 @@ constexpr int64_t kPlanesUntunedWork = int64_t(1) << 27;
 // (bench/results/w8_planes_lt_2026-12-03_h200_812cc62.md).
 constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 
-bool loses_untuned(const Variant &v, const W8LinearCall &c) {
+// `splitk_runs`: whether a split-K variant takes the call (K in its whole steps); where none
+// does, the GEMV stays ahead of the general variant.
+bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
     if (s == "cuda_mma") return true;  // not yet measured on a GPU: last untuned (also last in the list) until tuned
-    if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return c.n <= 2048 && c.k >= 4 * c.n;
+    if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
     if (is_planes_path(v)) {
         const bool pinned = !v.param("cublaslt_config").empty();
         return c.m * c.n * c.k <= kPlanesUntunedWork || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
@@ -364,10 +374,17 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
         return is_cublas_path(v) || is_planes_path(v) || (v.param("scale_type", "bf16") == scale_type &&
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });
-    const RunKey key{m, n, k, ldx, ldw, ldy, aligned16(x), aligned16(w), aligned16(y), bias != nullptr};
+    const RunKey key{m, n, k, ldx, ldw, ldy, misalignment(x), misalignment(w), misalignment(y), bias != nullptr};
     const auto runnable = runnable_variants(
         candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
-        [&](const Variant &v) { return loses_untuned(v, c); });
+        [&, splitk_runs = std::optional<bool>()](const Variant &v) mutable {
+            if (!splitk_runs) {
+                splitk_runs = std::any_of(candidates.begin(), candidates.end(), [&](const Variant *o) {
+                    return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
+                });
+            }
+            return loses_untuned(v, c, *splitk_runs);
+        });
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);

@@ -60,17 +60,23 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const int64_t step = 128 * load_words;
     const int64_t batch = p.count("batch") ? std::stoll(p["batch"]) : 1;
     const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 8;
+    // k_tail: K in whole vectors of W (4 * vector_words bytes), the part past the steps guarded.
+    const bool tail = p["k_tail"] == "true";
+    const int64_t lane_k = tail ? 4 * (p.count("vector_words") ? std::stoll(p["vector_words"]) : 4) : step;
     std::vector<Shape> out;
     for (int64_t m : {1, 2, 3, 5, 6, 8, 16, 17, 64, 300}) {
         for (int64_t n : {1, 64, 4096}) {
-            for (int64_t k : {4096, 8192, 1000}) {
+            // 4100 (W rows 4-byte aligned), 4544 (16-byte, 4.4 steps of 1024) and 48 (less
+            // than a step, all tail): off every whole-step schedule, so only k_tail's.
+            for (int64_t k : {4096, 8192, 1000, 4100, 4544, 48}) {
                 // 8192: two steps per part for splitk8 (4096 gives it one), so its loop over K runs.
                 if (k == 8192 && s != "cuda_splitk") continue;
+                if ((k == 4100 || k == 4544 || k == 48) && !tail) continue;
                 bool runs = true;
                 if (p["stage"] == "planes") runs = k % 16 == 0;
                 else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
-                else if (s == "cuda_gemv") runs = m == 1 && k % step == 0;
-                else if (s == "cuda_smallbatch") runs = m <= batch && k % step == 0;
+                else if (s == "cuda_gemv") runs = m == 1 && k % lane_k == 0;
+                else if (s == "cuda_smallbatch") runs = m <= batch && k % lane_k == 0;
                 else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words) == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
                 if (runs && m * n * k <= 16 * 4096 * 4096) out.push_back({m, n, k});
@@ -152,8 +158,9 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
                 }
             }
             if (p["schedule"] != "cuda_general" && !autoscheduled) {
-                // K = 1000 fits none of the fast paths: forcing one is refused, not run.
-                W8Case c{1, 64, 1000, 0, 0, 0, xt, kind.first, kind.second, true};
+                // K = 1002 (W rows 2-byte aligned) fits none of the fast paths: forcing one is
+                // refused, not run.
+                W8Case c{1, 64, 1002, 0, 0, 0, xt, kind.first, kind.second, true};
                 CHECK(check_w8(c).error.find("status 11") == 0);
             }
         }
@@ -166,31 +173,39 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
     CHECK(worst <= 1e-2);
 }
 
-TEST_CASE("dispatch runs ragged shapes on the general variant") {
+TEST_CASE("dispatch: K off the steps runs the k_tail kernels up to M = 16, rows off 4-byte alignment the general variant") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
-    // K off the fast paths' steps, odd row pitches of x or W, and (for M >= 2) K not a
-    // multiple of 16, which the cuBLAS path needs, or work below its break-even.
-    const W8Case cases[] = {
-        {5, 64, 1000},
-        {1, 64, 4096, 4097},
-        {3, 64, 4096, 0, 4099, 67},
-        {16, 4096, 1000},
-        {17, 64, 1000},
-        {300, 64, 1000, 1003, 1001, 65},
+    struct Expect {
+        W8Case c;
+        const char *schedule;
+        bool tail;
     };
-    int idx = 0;
-    for (W8Case c : cases) {
-        c.x_dtype = idx % 2 ? SCHEDX_FP16 : SCHEDX_BF16;
-        c.scales_dtype = idx % 3 ? SCHEDX_FP32 : SCHEDX_BF16;
-        c.bias = idx % 2 == 0;
-        idx++;
+    const Expect cases[] = {
+        // K off every step, rows of x and W 4- or 16-byte aligned: the k_tail kernels.
+        {{1, 64, 4100}, "cuda_gemv", true},
+        {{1, 4097, 4544, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_gemv", true},
+        {{3, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true}, "cuda_smallbatch", true},
+        {{16, 4096, 1000, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", true},
+        {{2, 64, 48}, "cuda_smallbatch", true},
+        // Odd row pitches of x or W, K not a multiple of 4, M past the small-batch tiles
+        // with K off the cuBLAS paths' 16: the general variant.
+        {{1, 64, 4096, 4097}, "cuda_general", false},
+        {{3, 64, 4096, 0, 4099, 67, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_general", false},
+        {{1, 64, 4098}, "cuda_general", false},
+        {{17, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_FP32}, "cuda_general", false},
+        {{300, 64, 1000, 1003, 1001, 65, SCHEDX_FP16, SCHEDX_BF16, true}, "cuda_general", false},
+    };
+    for (const Expect &e : cases) {
+        const W8Case &c = e.c;
         CAPTURE(c.m);
         CAPTURE(c.n);
         CAPTURE(c.k);
         CAPTURE(c.ldx);
         CAPTURE(c.ldw);
         CHECK(check_w8(c).error == "");
-        CHECK(schedule_of_last() == "cuda_general");
+        CHECK(schedule_of_last() == e.schedule);
+        const char *last = schedx_last_variant("w8_linear");
+        CHECK((std::string(last ? last : "").find("_ktail") != std::string::npos) == e.tail);
     }
 }
 

@@ -119,8 +119,10 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * as PyTorch's F.linear(x, W.to(x.dtype)) * scales does.
  * M = 0 or N = 0 writes nothing. K = 0 makes every sum 0: y[m][n] = 0 * scales[n] (+ bias[n]),
  * rounded once (NaN where a scale is inf or NaN); on CUDA one epilogue kernel after a memset.
- * Fast paths when x and w are 16-byte aligned with 16-byte-multiple row pitches and K is
- * a multiple of 256 or 512 (any N): M = 1 (GEMV) and M <= 16 (small batch). On CUDA with cuBLAS
+ * Fast paths (any N): M = 1 (GEMV) and M <= 16 (small batch), for K a multiple of 4 with
+ * x's and w's row pitches and pointers in steps of 8 and 4 bytes (16 bytes each, and K a
+ * multiple of 16, for the widest loads); a K off their 256- to 2048-element steps adds one
+ * guarded step. On CUDA with cuBLAS
  * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
  * a workspace cached per device and stream (grown on demand, never freed):
  * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit

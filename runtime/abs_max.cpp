@@ -1,4 +1,6 @@
 // schedx_abs_max: max |x| for current (just-in-time) fp8 scaling, by the abs_max variants.
+#include "abs_max.h"
+
 #include <mutex>
 #include <string>
 #include <vector>
@@ -6,9 +8,64 @@
 #include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
-#include "registry.h"
 #include "status.h"
 #include "validate.h"
+
+namespace schedx {
+namespace {
+
+// The abs_max variants' blocks, in units of their input buffer (32-bit words for the word
+// variants, elements otherwise) by rows.
+struct Block {
+    int64_t units, rows;
+};
+Block block_of(const Variant &v) {
+    return {int64_t(v.param_int("threads_x", 64)) * v.param_int("load_words", 4),
+            int64_t(v.param_int("threads_y", 4)) * v.param_int("rows_per_thread", 8)};
+}
+
+// Word variants read 16-byte vectors: x and its rows 16-byte aligned, rows whole vectors.
+bool can_run(const Variant &v, const void *x, int64_t k, int64_t ldx, int elem_bytes) {
+    if (v.param("schedule") != "cuda") return true;
+    return aligned16(x) && (ldx * elem_bytes) % 16 == 0 && (k * elem_bytes) % 16 == 0;
+}
+
+}  // namespace
+
+schedx_status run_abs_max(Device device, const char *in_type, const void *x, int64_t m, int64_t k, int64_t ldx,
+                          int elem_bytes, float *amax, void *stream, void *ctx) {
+    const Workload w{"abs_max", in_type, device, {m, k}};
+    // Looked up once per dtype and device (candidates memoises by key), not per call.
+    const auto &found =
+        candidates("abs_max", device, in_type, [&](const Variant &v) { return v.param("in_type") == in_type; });
+    const RunKey key{m, k, ldx, elem_bytes, aligned16(x)};
+    const auto runnable = runnable_variants(found, key, cuda_context_sm(ctx),
+                                            [&](const Variant &v) { return can_run(v, x, k, ldx, elem_bytes); });
+    const Variant *v = nullptr;
+    schedx_status s;
+    if ((s = choose_variant(w, found, runnable, &v))) return s;
+    PipelineCall call(*v, stream, ctx);
+    call.bind_matrix("input", x, m, k, ldx, elem_bytes);
+    if (device == Device::cpu) {
+        call.bind_scalar_buffer("amax", amax);
+        return call.run();
+    }
+    // Each block takes its maximum into amax, zeroed on the stream first, by an atomic, and
+    // writes one word of the stream's workspace; the lock keeps another thread's call on this
+    // stream from reallocating it.
+    const Block b = block_of(*v);
+    const int64_t units = v->param("schedule") == "cuda" ? k * elem_bytes / 4 : k;
+    const int64_t blocks = (units + b.units - 1) / b.units * ((m + b.rows - 1) / b.rows);
+    void *sink = nullptr;
+    std::unique_lock<std::mutex> workspace_lock = lock_stream_workspace(ctx, stream);
+    if ((s = cuda_workspace(ctx, stream, size_t(blocks) * 4, &sink))) return s;
+    call.bind_vector("block_sink", sink, blocks, 4);
+    call.bind_address("amax_address", amax);
+    if ((s = cuda_fill_words(ctx, stream, amax))) return s;
+    return call.run();
+}
+
+}  // namespace schedx
 
 extern "C" schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
                                         float *amax, schedx_device device, void *stream) {
@@ -41,24 +98,5 @@ extern "C" schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int
         return cuda_fill_words(ctx, stream, amax);
     }
     if ((s = check_spans(spans, dev, &ctx))) return s;
-    const auto &found =
-        candidates("abs_max", dev, in_type, [&](const Variant &v) { return v.param("in_type") == in_type; });
-    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no abs_max variant for ") + in_type);
-    // The abs_max pipeline also writes 1/scale (the cast's scale_inv), which this entry has
-    // no use for: scale and scale_inv live in scratch (CPU: here; CUDA: the stream's).
-    float host_scratch[2] = {1.0f, 1.0f};
-    float *scratch = host_scratch;
-    std::unique_lock<std::mutex> workspace_lock;
-    if (dev == Device::cuda) {
-        void *p = nullptr;
-        workspace_lock = lock_stream_workspace(ctx, stream);
-        if ((s = cuda_workspace(ctx, stream, 2 * sizeof(float), &p))) return s;
-        scratch = static_cast<float *>(p);
-    }
-    PipelineCall call(*found.front(), stream, ctx);
-    call.bind_matrix("input", x, m, k, ldx, elem_bytes);
-    call.bind_scalar_buffer("scale", scratch);
-    call.bind_scalar_buffer("amax", amax);
-    call.bind_scalar_buffer("scale_inv", scratch + 1);
-    return call.run();
+    return run_abs_max(dev, in_type, x, m, k, ldx, elem_bytes, amax, stream, ctx);
 }

@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "abs_max.h"
 #include "cast_transpose_call.h"
 #include "cuda_interop.h"
 #include "dispatch.h"
@@ -76,37 +77,32 @@ bool loses_untuned(const Variant &v) { return v.device == Device::cuda && v.para
 
 namespace {
 
-schedx_status run_abs_max(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
-    // Looked up once per dtype and device (candidates memoises by key), not per call.
-    const auto &found =
-        candidates("abs_max", device, in_type, [&](const Variant &v) { return v.param("in_type") == in_type; });
-    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no abs_max variant for ") + in_type);
+// scale_inv = 1 / scale by its one-value pipeline (in stream order on CUDA).
+schedx_status run_scale_inverse(Device device, const CastTransposeCall &c, void *stream, void *ctx) {
+    const auto &found = candidates("scale_inverse", device, "", [](const Variant &) { return true; });
+    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no scale_inverse variant");
     PipelineCall call(*found.front(), stream, ctx);
-    call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
     call.bind_scalar_buffer("scale", c.scale);
-    call.bind_scalar_buffer("amax", c.amax);
     call.bind_scalar_buffer("scale_inv", c.scale_inv);
     return call.run();
 }
 
+// amax by the abs_max pass (dispatched by alignment like the cast), then scale_inv.
+schedx_status run_amax_pass(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
+    const schedx_status s = run_abs_max(device, in_type, c.x, c.m, c.k, c.ldx, c.elem_bytes, c.amax, stream, ctx);
+    return s ? s : run_scale_inverse(device, c, stream, ctx);
+}
+
 // An empty x: amax is 0 and scale_inv 1 / scale, as PyTorch computes them; no cast runs. On
-// CUDA both are written in stream order by the abs_max pipeline over one zeroed word of the
-// stream's workspace (a 4-byte memset and one one-thread kernel).
-schedx_status write_empty_amax(Device device, const char *in_type, const CastTransposeCall &c, void *stream,
-                               void *ctx) {
+// CUDA both are written in stream order: a 4-byte memset and the one-thread scale_inverse kernel.
+schedx_status write_empty_amax(Device device, const CastTransposeCall &c, void *stream, void *ctx) {
     if (device == Device::cpu) {
         *c.amax = 0.0f;
         *c.scale_inv = 1.0f / *c.scale;
         return SCHEDX_OK;
     }
-    const auto workspace_lock = lock_stream_workspace(ctx, stream);
-    void *zero = nullptr;
-    schedx_status s;
-    if ((s = cuda_workspace(ctx, stream, 4, &zero)) || (s = cuda_fill_words(ctx, stream, zero))) return s;
-    CastTransposeCall one = c;
-    one.x = zero;
-    one.m = one.k = one.ldx = 1;
-    return run_abs_max(device, in_type, one, stream, ctx);
+    const schedx_status s = cuda_fill_words(ctx, stream, c.amax);
+    return s ? s : run_scale_inverse(device, c, stream, ctx);
 }
 
 }  // namespace
@@ -152,7 +148,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     if ((s = check_spans(spans, dev, &ctx))) return s;
 
     const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
-    if (empty) return amax ? write_empty_amax(dev, in_type, c, stream, ctx) : SCHEDX_OK;
+    if (empty) return amax ? write_empty_amax(dev, c, stream, ctx) : SCHEDX_OK;
     const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
     const std::string fp8_name = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
     const bool want_amax = amax || scale_inv;
@@ -198,6 +194,6 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         if (tile_sink) call.bind_matrix("tile_sink", tile_sink, r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
         if ((s = call.run())) return s;
     }
-    if (want_amax && !fused_amax) return run_abs_max(dev, in_type, c, stream, ctx);
+    if (want_amax && !fused_amax) return run_amax_pass(dev, in_type, c, stream, ctx);
     return SCHEDX_OK;
 }

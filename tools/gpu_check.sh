@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/GPU.md): GPU tests, compute-sanitizer over the CUDA
-# variants, the exploration of both operators (every variant timed against a device copy
-# in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
+# variants, the exploration of the operators (every variant timed against a device copy, or
+# for abs_max a read-only kernel, in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
@@ -34,14 +34,15 @@ for step in $steps; do
   rc=0
   case $step in
     tests)  # both binaries run; the step fails if either does
-      for t in schedx_cuda_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests schedx_cuda_ptx_tests; do
+      for t in schedx_cuda_tests schedx_cuda_abs_max_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests schedx_cuda_ptx_tests; do
         build/tests/$t > "$out/$t.log" 2>&1 || rc=1
         tail -n 6 "$out/$t.log"
       done ;;
     sanitize)
       # SANITIZE_RUNS picks tool:binary pairs (default: both tools over both variant suites).
       for run in ${SANITIZE_RUNS:-memcheck:schedx_cuda_tests racecheck:schedx_cuda_tests \
-                 memcheck:schedx_cuda_w8_tests racecheck:schedx_cuda_w8_tests}; do
+                 memcheck:schedx_cuda_w8_tests racecheck:schedx_cuda_w8_tests \
+                 memcheck:schedx_cuda_abs_max_tests racecheck:schedx_cuda_abs_max_tests}; do
         set -- ${run/:/ }
         # racecheck slows kernels by orders of magnitude: one shape set per variant (quick_run);
         # SCHEDX_TEST_QUICK=1 asks the same of memcheck.
@@ -69,6 +70,9 @@ for step in $steps; do
         --shapes 1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,1024x8192x8192,4096x8192x8192,1x4096x4096 \
         --csv "$out/explore_w8_linear.csv" --svg "$out/explore_w8_linear.svg" \
         > "$out/explore_w8_linear.md" 2> "$out/explore_w8_linear.err" || rc=1
+      build/tools/schedx-explore --op abs_max --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
+        --shapes 4096x4096,8192x8192,16384x4096,4096x14336,16384x14336 \
+        --csv "$out/explore_abs_max.csv" > "$out/explore_abs_max.md" 2> "$out/explore_abs_max.err" || rc=1
       grep -h "dispatch chose" "$out"/explore_*.md ;;
     ragged)  # issue 29: the ragged shape sets, every variant timed, dispatch checked; memcheck of the shifted and element-I/O tiles
       for op in cast_transpose w8_linear; do

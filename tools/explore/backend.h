@@ -27,6 +27,10 @@ public:
     virtual void fill(void *dst, uint8_t byte, size_t bytes) = 0;
     // Queues a device-to-device copy (a plain memcpy on the CPU): the bandwidth ceiling.
     virtual void copy(void *dst, const void *src, size_t bytes) = 0;
+    // Queues a read of `bytes` at `src` (256-byte aligned) that writes nothing: the ceiling
+    // of operators that only read. CUDA: 16-byte loads, 8 in flight per thread, from a
+    // kernel written in PTX here (independent of the Halide kernels it judges).
+    virtual void read(const void *src, size_t bytes) = 0;
     // Microseconds for launch(0) .. launch(n - 1) issued back to back, until all finished.
     virtual double elapsed_us(const std::function<void(int)> &launch, int n) = 0;
     // The sum of launch(0) .. launch(n - 1)'s times, each call timed alone right after a

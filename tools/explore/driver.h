@@ -27,6 +27,9 @@ public:
     // Poisons set 0's outputs, runs it and compares with the reference: "" or the first
     // mismatch. Throws std::runtime_error when the device fails.
     virtual std::string check() = 0;
+    // For operators that only read (OpDriver::read_only): set `set`'s input, bytes_moved()
+    // bytes, which the read-only anchor reads.
+    virtual const void *read_only_input(int) const { return nullptr; }
 };
 
 struct OpDriver {
@@ -39,8 +42,12 @@ struct OpDriver {
     std::vector<std::vector<int64_t>> ragged_shapes;
     std::function<std::unique_ptr<Instance>(Backend &, const std::string &config, const std::vector<int64_t> &shape)>
         make;
+    // The ceiling: a read-only kernel over the same bytes, timed alike in the same run, when
+    // the operator writes (next to) nothing; else the device copy.
+    bool read_only = false;
 };
 
+const OpDriver &abs_max_driver();
 const OpDriver &cast_transpose_driver();
 const OpDriver &w8_linear_driver();
 const OpDriver &quantize_fp8_driver();

@@ -1,7 +1,7 @@
 // schedx-explore: for each operator, shape and applicable variant, check the variant
-// against an independent reference, time it, rank it against a copy-bandwidth ceiling
-// measured in the same run, and append the measurements to the tuning database that
-// dispatch reads. See --help.
+// against an independent reference, time it, rank it against a bandwidth ceiling measured
+// in the same run (a device copy, or a read-only kernel for operators that only read), and
+// append the measurements to the tuning database that dispatch reads. See --help.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,7 +22,8 @@ namespace explore {
 namespace {
 
 const std::vector<const OpDriver *> &drivers() {
-    static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver(), &quantize_fp8_driver()};
+    static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver(), &quantize_fp8_driver(),
+                                                   &abs_max_driver()};
     return all;
 }
 
@@ -35,6 +36,13 @@ double copy_ceiling_gbps(Backend &b, size_t bytes, const Timing &timing) {
     b.fill(dst.at(0), 0, dst.slot_bytes() * sets);
     const Measurement t = measure(b, [&](int s) { b.copy(dst.at(s), src.at(s), bytes); }, sets, timing);
     return 2.0 * double(bytes) / t.median_us / 1e3;
+}
+
+// GB/s of the read-only anchor over the instance's input, with the same rotation of sets.
+double read_ceiling_gbps(Backend &b, const Instance &inst, const Timing &timing) {
+    const Measurement t =
+        measure(b, [&](int s) { b.read(inst.read_only_input(s), inst.bytes_moved()); }, inst.sets(), timing);
+    return double(inst.bytes_moved()) / t.median_us / 1e3;
 }
 
 void throw_if_failed(schedx_status s) {
@@ -90,8 +98,9 @@ public:
         throw_if_failed(schedx_force_variant(d.op.c_str(), nullptr));
         throw_if_failed(inst->run(0));
         const schedx::DispatchTrace trace = *schedx::last_dispatch(d.op);
-        const double ceiling =
-            run_ceiling_gbps_ > 0 ? run_ceiling_gbps_ : copy_ceiling_gbps(b_, inst->bytes_moved() / 2, timing_);
+        const double ceiling = d.read_only            ? read_ceiling_gbps(b_, *inst, timing_)
+                               : run_ceiling_gbps_ > 0 ? run_ceiling_gbps_
+                                                       : copy_ceiling_gbps(b_, inst->bytes_moved() / 2, timing_);
         auto row = [&](const std::string &variant, Outcome outcome, const std::string &note, Measurement t) {
             return Row{d.op, trace.workload.dtypes, shape_text, variant, outcome, note, t,
                        t.median_us > 0 ? double(inst->bytes_moved()) / t.median_us / 1e3 : 0, ceiling};
@@ -216,7 +225,9 @@ int run(const Options &o) {
         for (const std::string &config : d->configs) {
             for (const auto &shape : shapes) {
                 std::vector<Row> rows = explorer.shape(*d, config, shape);
-                print_table(stdout, rows, info);
+                RunInfo shape_info = info;
+                if (d->read_only) shape_info.ceiling = "read-only kernel over the same bytes";
+                print_table(stdout, rows, shape_info);
                 std::fflush(stdout);
                 all_rows.insert(all_rows.end(), rows.begin(), rows.end());
             }

@@ -154,7 +154,8 @@ private:
     // One block per threads_x * load_words units by threads_y * rows_per_thread rows; every
     // thread's loads are issued into registers before its reduction (16-byte vectors for word
     // I/O), its warp meets in one REDUX, one thread folds the warps' maxima from shared memory
-    // and issues the block's RED.
+    // and issues the block's RED. Not yet timed on the H200 (the cast generator's element-load
+    // pass it replaces: 2.0-2.3 TB/s); ptxas -arch=sm_90: 22-48 registers, 74 for r16, no spills.
     void schedule_cuda() {
         const int TX = threads_x, TY = threads_y, group = word_io ? 4 : 1;
         block_sink->dim(0).set_min(0);

@@ -5,7 +5,7 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
-#   [torchops] [hostops] [train] [decode] [ragged]  (the last three need torchao on PYTHONPATH for train;
+#   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
@@ -170,6 +170,13 @@ for step in $steps; do
          timeout "${BENCH_TIMEOUT:-400}" python3 "$script" --commit "$commit" --out "$out/$step.md" \
          ${DECODE_ARGS:+$([ "$step" = decode ] && echo "$DECODE_ARGS")} > "$out/$step.log" 2>&1) || rc=1
       tail -n 14 "$out/$step.md" 2>/dev/null || tail -n 5 "$out/$step.log" ;;
+    absmax)  # abs_max alone: its CUDA tests, then every variant against the read-only anchor
+      build/tests/schedx_cuda_abs_max_tests > "$out/schedx_cuda_abs_max_tests.log" 2>&1 || rc=1
+      tail -n 4 "$out/schedx_cuda_abs_max_tests.log"
+      build/tools/schedx-explore --op abs_max --device cuda --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
+        --shapes 8192x8192,16384x4096,16384x14336 --csv "$out/explore_abs_max.csv" \
+        > "$out/explore_abs_max.md" 2> "$out/explore_abs_max.err" || rc=1
+      grep -h -A3 "^| rank\|dispatch chose" "$out/explore_abs_max.md" ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

@@ -101,6 +101,8 @@ const OpDriver &abs_max_driver() {
         {{128, 128}, {1000, 1000}, {1024, 1024}},
         // The float8 training step's activations and weights (../shared/ANCHORS.md's shapes).
         {{4096, 4096}, {8192, 8192}, {16384, 4096}, {4096, 14336}, {16384, 14336}},
+        // Rows off 16 bytes (4001 bf16) take the general variant; the others the word one.
+        {{4096, 4096}, {4097, 4096}, {2999, 4001}, {1, 8192}, {12000, 6000}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {
             const schedx_dtype t = config == "fp32" ? SCHEDX_FP32 : config == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16;
             return std::make_unique<AbsMax>(b, t, shape[0], shape[1]);

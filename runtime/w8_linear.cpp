@@ -88,10 +88,13 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     const std::string_view s = v.param("schedule");
     const int64_t step = 128 * v.param_int("load_words", 4);
     // k_tail: K in whole vectors; the rest past the whole steps runs as a guarded update.
+    // Its small-batch kernels also take M past their batch (W read once per tile of rows):
+    // where K is off the cuBLAS paths' 16, nothing else but the general variant could.
+    const bool tail = v.param("k_tail") == "true";
     const int64_t w_vector = 4 * v.param_int("vector_words", 4);
-    const int64_t lane_k = v.param("k_tail") == "true" ? w_vector : step;
+    const int64_t lane_k = tail ? w_vector : step;
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
-    if (s == "cuda_smallbatch") return c.m <= v.param_int("batch", 1) && words_fit(c, lane_k, w_vector);
+    if (s == "cuda_smallbatch") return (tail || c.m <= v.param_int("batch", 1)) && words_fit(c, lane_k, w_vector);
     // Tensor cores: K in chunks of 16 elements per W word of a lane's run.
     if (s == "cuda_mma") return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4));
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
@@ -147,6 +150,10 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
     if (s == "cuda_mma") return true;  // not yet measured on a GPU: last untuned (also last in the list) until tuned
+    // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
+    if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
+        return true;
+    }
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
     if (is_planes_path(v)) {
         const bool pinned = !v.param("cublaslt_config").empty();

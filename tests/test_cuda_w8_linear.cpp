@@ -76,7 +76,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 if (p["stage"] == "planes") runs = k % 16 == 0;
                 else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % lane_k == 0;
-                else if (s == "cuda_smallbatch") runs = m <= batch && k % lane_k == 0;
+                else if (s == "cuda_smallbatch") runs = (tail || m <= batch) && k % lane_k == 0;
                 else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words) == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
                 if (runs && m * n * k <= 16 * 4096 * 4096) out.push_back({m, n, k});
@@ -173,7 +173,7 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
     CHECK(worst <= 1e-2);
 }
 
-TEST_CASE("dispatch: K off the steps runs the k_tail kernels up to M = 16, rows off 4-byte alignment the general variant") {
+TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte alignment the general variant") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     struct Expect {
         W8Case c;
@@ -187,8 +187,11 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels up to M = 16, rows 
         {{3, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true}, "cuda_smallbatch", true},
         {{16, 4096, 1000, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", true},
         {{2, 64, 48}, "cuda_smallbatch", true},
-        // Odd row pitches of x or W, K not a multiple of 4, M past the small-batch tiles
-        // with K off the cuBLAS paths' 16: the general variant.
+        // M past 16 with K off the cuBLAS paths' 16: the B = 16 tile once per 16 rows.
+        {{17, 64, 1000}, "cuda_smallbatch", true},
+        {{100, 1024, 4100, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", true},
+        // Odd row pitches of x or W, K not a multiple of 4, dtypes without k_tail kernels
+        // (bf16 x with fp32 scales, fp16 x with bf16 scales): the general variant.
         {{1, 64, 4096, 4097}, "cuda_general", false},
         {{3, 64, 4096, 0, 4099, 67, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_general", false},
         {{1, 64, 4098}, "cuda_general", false},

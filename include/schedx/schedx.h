@@ -122,7 +122,7 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * Fast paths (any N): M = 1 (GEMV) and M <= 16 (small batch), for K a multiple of 4 with
  * x's and w's row pitches and pointers in steps of 8 and 4 bytes (16 bytes each, and K a
  * multiple of 16, for the widest loads); a K off their 256- to 2048-element steps adds one
- * guarded step. On CUDA with cuBLAS
+ * guarded step (those kernels also take M > 16, one pass over W per 16 rows). On CUDA with cuBLAS
  * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
  * a workspace cached per device and stream (grown on demand, never freed):
  * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit

@@ -1,0 +1,102 @@
+// The algorithm of w8_linear's CUDA lane kernels (GEMV, small batch; K tails and 4-byte
+// vectors) on the CPU: the same generator code with schedule=cpu_lanes, built as test
+// libraries (tests/CMakeLists.txt), against the fp64 reference. What a GPU alone can check
+// is the schedule's mapping (lanes, shuffles, vector loads); the indexing, the clamps of rows
+// past N and M, and the tail's guard are checked here.
+#include <doctest/doctest.h>
+
+#include "pipeline_call.h"
+#include "w8_linear_case.h"
+#include "w8_lanes_runs.h"
+#include "w8_lanes_v1_tail.h"
+#include "w8_lanes_v4_tail.h"
+#include "w8_lanes_v4_tail_fp16_bias.h"
+
+namespace {
+
+struct Lanes {
+    const char *name;
+    int (*argv)(void **);
+    const halide_filter_metadata_t *(*metadata)();
+    schedx_dtype x_dtype, scales_dtype;
+    bool bias;
+    int64_t k_granule;  // K in whole vectors (k_tail) or whole steps
+    int64_t x_pad;      // elements of row padding that keep x's rows a vector apart
+};
+
+const Lanes kLanes[] = {
+    {"w8_lanes_v1_tail", w8_lanes_v1_tail_argv, w8_lanes_v1_tail_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 4, 4},
+    {"w8_lanes_v4_tail", w8_lanes_v4_tail_argv, w8_lanes_v4_tail_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 16, 8},
+    {"w8_lanes_v4_tail_fp16_bias", w8_lanes_v4_tail_fp16_bias_argv, w8_lanes_v4_tail_fp16_bias_metadata, SCHEDX_FP16,
+     SCHEDX_FP32, true, 16, 8},
+    {"w8_lanes_runs", w8_lanes_runs_argv, w8_lanes_runs_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 512, 8},
+};
+
+schedx::Variant variant_of(const Lanes &l) {
+    schedx::Variant v;
+    v.name = l.name;
+    v.op = "w8_linear";
+    v.device = schedx::Device::cpu;
+    v.argv = l.argv;
+    v.metadata = l.metadata();
+    return v;
+}
+
+// Binds the case's buffers as runtime/w8_linear.cpp binds a lane kernel's.
+test::W8LinearRunner runner_of(const schedx::Variant &v) {
+    return [&v](const test::W8LinearCase &c, test::W8LinearBuffers &b) {
+        schedx::PipelineCall call(v, nullptr);
+        call.bind_matrix("x", b.x->data(), c.m, c.k, c.ldx, 2);
+        call.bind_matrix("w", b.w->data(), c.n, c.k, c.ldw, 1);
+        const int sb = c.scales_dtype == SCHEDX_FP32 ? 4 : 2;
+        call.bind_vector("scales", b.scales->data(), c.n, sb);
+        if (c.bias) call.bind_vector("bias", b.bias->data(), c.n, sb);
+        call.bind_matrix("y", b.y->data(), c.m, c.n, c.ldy, 2);
+        return call.run();
+    };
+}
+
+}  // namespace
+
+TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, rows past N and M, padded rows") {
+    for (const Lanes &l : kLanes) {
+        const schedx::Variant v = variant_of(l);
+        CAPTURE(l.name);
+        // K: below one step, one granule, steps plus a tail (4100 = Falcon-style 4 past 4096,
+        // 4544 = Falcon-7B's hidden size), whole steps; the no-tail library takes whole steps only.
+        std::vector<int64_t> ks = {l.k_granule, 3 * l.k_granule, 4096 + l.k_granule, 4544, 4096, 1000};
+        if (l.k_granule == 512) ks = {512, 4096};
+        for (int64_t k : ks) {
+            if (k % l.k_granule != 0) continue;
+            for (int64_t m : {1, 3, 17}) {
+                for (int64_t n : {1, 5, 64}) {
+                    CAPTURE(k);
+                    CAPTURE(m);
+                    CAPTURE(n);
+                    for (bool padded : {false, true}) {
+                        CAPTURE(padded);
+                        test::W8LinearCase c{m, n, k};
+                        c.x_dtype = l.x_dtype;
+                        c.scales_dtype = l.scales_dtype;
+                        c.bias = l.bias;
+                        if (padded) {
+                            c.ldx = k + l.x_pad;
+                            c.ldw = k + 16;
+                            c.ldy = n + 3;
+                        }
+                        CHECK(test::check_w8_linear(c, 0, runner_of(v)).error == "");
+                        c.integer = false;
+                        CHECK(test::check_w8_linear(c, 1, runner_of(v)).error == "");
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("w8_linear lane layout on the CPU: K off the granule is refused by the pipeline, not read past") {
+    const schedx::Variant v = variant_of(kLanes[1]);  // 16-element vectors
+    test::W8LinearCase c{1, 8, 4100};                 // 4100 = 256 vectors + 4 elements
+    const std::string error = test::check_w8_linear(c, 0, runner_of(v)).error;
+    CHECK(error.find("status") == 0);
+}

@@ -120,6 +120,11 @@ public:
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
     GeneratorParam<std::string> encoder{"encoder", "integer"};
+    // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
+    // once (by default each output element would recompute its block's): tests build the tiled
+    // CUDA algorithm (encoder=ptx included) for the CPU, linking C stand-ins for the schedx_ptx_
+    // functions (tests/test_quantize_cvt_cpu.cpp). No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     Input<int> fp8_format{"fp8_format"};  // 0 e4m3fn, 1 e5m2
     Input<int> pow2_scales{"pow2_scales"};  // block recipes: round scales down to a power of two
@@ -247,6 +252,12 @@ public:
 
         // THE SCHEDULE
         if (using_autoscheduler()) return;
+        if (default_schedule) {
+            for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q, &rows_scale_for_array, &cols_scale_for_array}) {
+                if (b->amax.defined()) b->amax.compute_root();
+            }
+            return;
+        }
         if (sched.value() == "cpu") {
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
@@ -371,7 +382,7 @@ private:
         if (col_partials_in) col_partials_in->set_estimates({{0, 8192}, {0, 256}});
         if (col_partials_out) col_partials_out->set_estimates({{0, 8192}, {0, 256}});
 
-        if (using_autoscheduler()) return;
+        if (using_autoscheduler() || default_schedule) return;
         if (axis_pass == AxisPass::first) {
             schedule_axis_first();
             return;

@@ -25,6 +25,11 @@ public:
     GeneratorParam<int> threads_y{"threads_y", 4};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 8};
     GeneratorParam<int> load_words{"load_words", 4};
+    // The cuda or cuda_general algorithm with no schedule, built for the CPU by tests
+    // (tests/test_abs_max_blocks_cpu.cpp): the warp's REDUX becomes a max over its 32
+    // threads and the block's RED a call of the C function schedx_test_atomic_max_u32,
+    // which the test links. No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     void configure() {
         cuda = sched.value() != "cpu";
@@ -94,12 +99,21 @@ public:
             }
             // Each warp's maximum by one REDUX, in every lane; the block's from the first lane
             // of each warp; one atomic max per block.
-            warp_max(x, y, b) = schedx::warp_max_u32(thread_value(x, y, b));
+            if (default_schedule) {
+                RDom lane(0, 32, "lane");
+                Expr thread = (y * TX + x) / 32 * 32 + lane;
+                warp_max(x, y, b) = maximum(thread_value(thread % TX, thread / TX, b));
+            } else {
+                warp_max(x, y, b) = schedx::warp_max_u32(thread_value(x, y, b));
+            }
             RDom wr(0, TX * TY / 32, "w");
             warp_rdom = wr;
             block_max(b) = u32(0);
             block_max(b) = max(block_max(b), warp_max((wr * 32) % TX, (wr * 32) / TX, b));
-            (*block_sink)(b) = schedx::device_atomic_u32_discarded("max", *amax_address, float_bits(block_max(b)), b);
+            Expr bits = float_bits(block_max(b));
+            (*block_sink)(b) = default_schedule ? Internal::Call::make(UInt(32), "schedx_test_atomic_max_u32",
+                                                                      {*amax_address, bits}, Internal::Call::Extern)
+                                                : schedx::device_atomic_u32_discarded("max", *amax_address, bits, b);
         }
 
         // ESTIMATES
@@ -110,7 +124,8 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         if (cuda) {
-            schedule_cuda();
+            constrain_cuda_input();
+            if (!default_schedule) schedule_cuda();
         } else {
             schedule_cpu();
         }
@@ -156,8 +171,8 @@ private:
     // I/O), its warp meets in one REDUX, one thread folds the warps' maxima from shared memory
     // and issues the block's RED. Not yet timed on the H200 (the cast generator's element-load
     // pass it replaces: 2.0-2.3 TB/s); ptxas -arch=sm_90: 22-48 registers, 74 for r16, no spills.
-    void schedule_cuda() {
-        const int TX = threads_x, TY = threads_y, group = word_io ? 4 : 1;
+    // What the CUDA kernels' loads assume of the input and the block sink (the CPU builds too).
+    void constrain_cuda_input() {
         block_sink->dim(0).set_min(0);
         if (word_io) {
             // 16-byte vectors: whole groups of 4 words, 16-byte aligned rows and base.
@@ -166,6 +181,10 @@ private:
             input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
             input->set_host_alignment(16);
         }
+    }
+
+    void schedule_cuda() {
+        const int TX = threads_x, TY = threads_y, group = word_io ? 4 : 1;
         // One thread per block issues its atomic (split by 1 so that the loops carry names).
         Var b = block_sink->args()[0], bo("bo"), bi("bi");
         block_sink->split(b, bo, bi, 1).gpu_blocks(bo).gpu_threads(bi);

@@ -25,8 +25,10 @@ public:
     // any: format chosen by the fp8_format argument; e4m3 / e5m2: fixed, the encoder's
     // selects fold away (the tiled kernels are issue-bound, so this matters).
     GeneratorParam<std::string> fp8{"fp8", "any"};
-    // cpu | cuda_general | cuda_tiled (whole tiles) | auto (autoscheduler)
+    // cpu | cuda_general | cuda_tiled (whole tiles) | cuda_skinny (M or K at most 16) | auto (autoscheduler)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
+    // cuda_skinny: the long dimension, one thread per element of it: k (M <= 16) or m (K <= 16)
+    GeneratorParam<std::string> long_dim{"long_dim", "k"};
     // cuda_tiled: word (32-bit I/O, 16-byte aligned rows) | element (any row and pointer the
     // element size allows: the element algorithm, as cuda_general and cpu compute it)
     GeneratorParam<std::string> io{"io", "word"};
@@ -184,6 +186,8 @@ public:
             schedule_cuda_tiled();
         } else if (sched.value() == "cuda_tiled") {
             schedule_cuda_tiled_elements();
+        } else if (sched.value() == "cuda_skinny") {
+            schedule_cuda_skinny();
         } else {
             throw std::invalid_argument("unknown schedule " + sched.value());
         }
@@ -312,6 +316,28 @@ private:
                 .gpu_threads(x, yt);
         }
         if (with_amax) schedule_amax_gpu();
+    }
+
+    // M or K of at most 16 (1 x K, K x 1, a few tokens): one thread per element of the long
+    // dimension walks the short one, writing its rows element and its cols element per step;
+    // rows and cols in one kernel (compute_with), no shared-memory transpose: along the long
+    // dimension both outputs' stores are coalesced across the warp (one output's runs are
+    // the short dimension's bytes per thread). The tiles need M, K >= 64 and the general
+    // variant's 32 x 32 cols tiles are mostly idle here. Not yet run on a GPU.
+    void schedule_cuda_skinny() {
+        if (with_amax) throw std::invalid_argument("cuda_skinny has no fused amax (the abs_max pass serves it)");
+        if (!rows || !cols) throw std::invalid_argument("cuda_skinny writes both outputs");
+        const bool along_k = long_dim.value() == "k";
+        if (!along_k && long_dim.value() != "m") throw std::invalid_argument("long_dim is k or m");
+        // rows(x = k, y = m); cols(y, x) is indexed (m, k) too, so the same loops serve both.
+        const Var lng = along_k ? x : y, shrt = along_k ? y : x;
+        Var lo("lo"), li("li");
+        rows->split(lng, lo, li, 256, TailStrategy::GuardWithIf).reorder(shrt, li, lo).gpu_blocks(lo).gpu_threads(li);
+        cols->split(lng, lo, li, 256, TailStrategy::GuardWithIf)
+            .reorder(shrt, li, lo)
+            .gpu_blocks(lo)
+            .gpu_threads(li)
+            .compute_with(*rows, shrt);
     }
 
     // amax in its own kernel (+65 us at 8192^2 on the H200, read-bound; the tiled variants

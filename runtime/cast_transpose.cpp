@@ -38,6 +38,9 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_address("scale_inv_address", c.scale_inv);
 }
 
+// The short dimension a cuda_skinny variant takes: its threads walk it one element per step.
+constexpr int64_t kSkinnyMax = 16;
+
 // A tiled variant's tile in elements: tile_rows along M (square when absent) by tile along K.
 struct TileShape {
     int64_t m, k;
@@ -62,6 +65,8 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
         bind(query, v, c);
         return query.bounds_fit();
     }
+    // One thread per element of the long dimension, walking the short one (at most 16).
+    if (v.param("schedule") == "cuda_skinny") return (v.param("long_dim", "k") == "k" ? c.m : c.k) <= kSkinnyMax;
     if (v.param("schedule") != "cuda_tiled") return true;
     const TileShape t = tile_shape(v);
     if (c.m < t.m || c.k < t.k) return false;
@@ -72,7 +77,9 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
            (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
 }
 
-// Untuned, the general and autoscheduled CUDA variants go after every tiled one: the element-I/O tiles (listed last) take the rows word tiles refuse.
+// Untuned, the general, skinny and autoscheduled CUDA variants go after every tiled one: the
+// element-I/O tiles (listed last) take the rows word tiles refuse; the skinny ones, listed
+// before the general ones, take M or K of at most 16, where no tile fits.
 bool loses_untuned(const Variant &v) { return v.device == Device::cuda && v.param("schedule") != "cuda_tiled"; }
 
 namespace {

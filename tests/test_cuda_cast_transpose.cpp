@@ -53,16 +53,26 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
         const std::string outputs = p.count("outputs") ? p["outputs"] : "both";
         const bool tiled = p["schedule"] == "cuda_tiled", element_io = p["io"] == "element";
+        const bool skinny = p["schedule"] == "cuda_skinny", along_k = p["long_dim"] != "m";
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
         struct Shape {
             int64_t m, k, ldx, ld_rows, ld_cols;
         };
-        std::vector<Shape> shapes{{256, 256, 320, 272, 288}};
-        if (!test::quick_run()) shapes.insert(shapes.end(), {{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}});
+        std::vector<Shape> shapes;
+        if (!skinny) shapes.push_back({256, 256, 320, 272, 288});
+        if (!test::quick_run() && !skinny) shapes.insert(shapes.end(), {{256, 256, 0, 0, 0}, {512, 384, 0, 0, 0}});
         const bool autoscheduled = p.count("autoscheduler") > 0;
         int ran = 0;
-        if (element_io) {
+        if (skinny) {
+            // The short dimension 1, 7 and 16 (the most it takes) against a long one of 1, 300
+            // (a block and a partial one) and 8192, tight and padded.
+            for (Shape s : {Shape{1, 8192, 0, 0, 0}, Shape{7, 300, 301, 303, 9}, Shape{16, 4096, 4100, 4099, 17},
+                            Shape{1, 1, 0, 0, 0}}) {
+                shapes.push_back(along_k ? s : Shape{s.k, s.m, s.m + (s.ldx ? 2 : 0), s.m + (s.ldx ? 5 : 0),
+                                                     s.k + (s.ldx ? 3 : 0)});
+            }
+        } else if (element_io) {
             // Rows aligned to the element only: odd K and ragged M, dense (shifted tiles start
             // at 2-byte aligned x and byte-aligned rows and cols), odd leading dimensions, one
             // tile exactly, and the issue's dense 2999x4001 and 4097x4096.
@@ -226,7 +236,7 @@ std::string path_of_last() {
 
 }  // namespace
 
-TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, the general variant below a tile") {
+TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, skinny kernels for M or K up to 16") {
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
     CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
@@ -248,7 +258,8 @@ TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other r
     for (CastTransposeCase c : {one_row, one_col}) {
         CAPTURE(c.m);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
-        CHECK(path_of_last() == "cuda_general");
+        CHECK(path_of_last() == "cuda_skinny");
+        CHECK(test::params_of_last("cast_transpose")["long_dim"] == (c.m == 1 ? "k" : "m"));
         // Forced, an element tile refuses a call below one tile (status 11) before anything runs.
         REQUIRE(schedx_force_variant("cast_transpose", "cast_transpose_bf16_e4m3_t64r8_element_io") == SCHEDX_OK);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda).rfind("status 11:", 0) == 0);

@@ -52,7 +52,7 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
     }
 }
 
-TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, general below a tile") {
+TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M or K up to 16, general between") {
     // The CUDA bf16 -> e4m3fn variants writing both outputs, as the ABI's filter keeps them;
     // autoscheduled ones are left out (their answer is a bounds query needing a CUDA context).
     static const std::vector<const schedx::Variant *> candidates = [] {
@@ -78,15 +78,16 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: tiled and general variants read pointer bits only
     struct Call {
         int64_t m, k, ldx, ld_rows, ld_cols, x_offset;
-        const char *io;  // the first choice's io, or "general"
+        const char *io;  // the first choice's io, or "general" or "skinny"
     };
     const Call calls[] = {
         {4096, 4096, 4096, 4096, 4096, 0, "word"},    {12000, 6000, 6000, 6000, 12000, 0, "word"},
         {4097, 4096, 4096, 4096, 4097, 0, "element"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
         {512, 512, 513, 512, 512, 0, "element"},      {512, 512, 512, 512, 512, 2, "element"},
         {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
-        {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "general"},
-        {8192, 1, 1, 1, 8192, 0, "general"},          {48, 512, 512, 512, 48, 0, "general"},
+        {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "skinny"},
+        {8192, 1, 1, 1, 8192, 0, "skinny"},           {16, 4097, 4097, 4097, 16, 0, "skinny"},
+        {17, 4096, 4096, 4096, 17, 0, "general"},     {48, 512, 512, 512, 48, 0, "general"},
         {63, 4096, 4096, 4096, 63, 0, "general"},
     };
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
@@ -107,7 +108,10 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         REQUIRE(!ranked->empty());
         const schedx::Variant &chosen = *ranked->front();
         CAPTURE(chosen.name);
-        const std::string io = chosen.param("schedule") == "cuda_general" ? "general" : std::string(chosen.param("io", "word"));
+        const std::string_view schedule = chosen.param("schedule");
+        const std::string io = schedule == "cuda_general"  ? "general"
+                               : schedule == "cuda_skinny" ? "skinny"
+                                                           : std::string(chosen.param("io", "word"));
         CHECK(io == t.io);
         // Where a word tile runs, the choice is the one list order alone gave before the element tiles.
         if (io == "word") CHECK(listed->front() == &chosen);

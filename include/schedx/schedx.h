@@ -99,12 +99,13 @@ schedx_status schedx_get_variant(int index, schedx_variant_info *info);
  * M = 0 or K = 0 launches no cast: rows and cols are empty (x, rows and cols may be NULL,
  * both at once), amax is 0 and scale_inv 1 / scale (on CUDA written in stream order by one
  * one-thread kernel after a 4-byte memset).
- * The tiled fast path takes M and K of at least one tile (64 or 128) with 16-byte aligned
- * pointers and leading dimensions; a ragged M or K runs as whole tiles plus the last tile
- * row or column shifted inwards (up to four launches, which then need M (with cols) and K
- * (with rows) in 16-byte steps, and K * element size too). Every other shape (M or K below
- * a tile, rows only 2-byte aligned, dense outputs of a ragged M or K) runs the general
- * variant. */
+ * The tiled fast path takes M and K of at least one tile (64 or 128). 16-byte aligned
+ * pointers and leading dimensions run word tiles, a ragged M or K as whole tiles plus the
+ * last tile row or column shifted inwards (up to four launches, which then need M (with
+ * cols) and K (with rows) in 16-byte steps, and K * element size too); other rows (2-byte
+ * aligned, dense outputs of a ragged M or K) run element tiles. On CUDA, M or K of at most 16
+ * runs one thread per element of the long dimension (both outputs in one kernel); M and K
+ * of 17 to 63 run the general variant. */
 schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
                                         const float *scale, schedx_fp8_format format, uint8_t *rows,
                                         int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,

@@ -16,6 +16,7 @@
 #include "registry.h"
 #include "status.h"
 #include "validate.h"
+#include "w8_linear_call.h"
 
 namespace schedx {
 namespace {
@@ -27,17 +28,6 @@ const char *half_name(schedx_dtype t) {
     default: return nullptr;
     }
 }
-
-struct W8LinearCall {
-    const void *x;
-    int64_t m, k, ldx;
-    const int8_t *w;
-    int64_t n, ldw;
-    const void *scales, *bias;
-    int scale_bytes;
-    void *y;
-    int64_t ldy;
-};
 
 // The large-M path's two forms: a dequantize variant (fp32 GEMM result, epilogue) or a
 // rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
@@ -73,6 +63,8 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
 bool cublas_fits(const W8LinearCall &c) {
     return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
 }
+
+}  // namespace
 
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
 // batch a small-batch variant holds or computes, the generated bounds of autoscheduled
@@ -113,6 +105,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     }
     return true;
 }
+
+namespace {
 
 // Untuned preference, from the H200's measurements: the cuBLAS path goes behind the
 // general kernel for small work (its three launches cost ~10 us, which the general
@@ -162,6 +156,24 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     }
     return is_cublas_path(v) && !large;
 }
+
+}  // namespace
+
+RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
+                                  const W8LinearCall &c) {
+    return runnable_variants(
+        candidates, key, device_sm, [&](const Variant &v) { return can_run(v, c); },
+        [&, splitk_runs = std::optional<bool>()](const Variant &v) mutable {
+            if (!splitk_runs) {
+                splitk_runs = std::any_of(candidates.begin(), candidates.end(), [&](const Variant *o) {
+                    return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
+                });
+            }
+            return loses_untuned(v, c, *splitk_runs);
+        });
+}
+
+namespace {
 
 // The helper variant of `stage` (epilogue or planes_epilogue) for a call's dtypes and bias,
 // from the w8_linear_epilogue list; looked up once per kind (candidates memoises by key).
@@ -382,16 +394,7 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
                                      (v.param("with_bias") == "true") == (bias != nullptr));
     });
     const RunKey key{m, n, k, ldx, ldw, ldy, misalignment(x), misalignment(w), misalignment(y), bias != nullptr};
-    const auto runnable = runnable_variants(
-        candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
-        [&, splitk_runs = std::optional<bool>()](const Variant &v) mutable {
-            if (!splitk_runs) {
-                splitk_runs = std::any_of(candidates.begin(), candidates.end(), [&](const Variant *o) {
-                    return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
-                });
-            }
-            return loses_untuned(v, c, *splitk_runs);
-        });
+    const auto runnable = runnable_w8_variants(candidates, key, cuda_context_sm(ctx), c);
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
     if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);

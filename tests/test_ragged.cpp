@@ -1,7 +1,7 @@
 // Ragged shapes on the CPU: how the whole-tile CUDA kernels cover any M x K of at least
 // one tile (every element once or more, nothing outside, launches 16-byte aligned where the
 // runtime asks for it), which CUDA variant untuned dispatch picks for aligned and misaligned
-// rows, and the CPU variants on prime sizes, single rows and columns, odd leading dimensions
+// rows (cast_transpose, w8_linear), and the CPU variants on prime sizes, single rows and columns, odd leading dimensions
 // (2-byte aligned rows) and a NaN or the largest value in the last element.
 #include <doctest/doctest.h>
 
@@ -16,6 +16,7 @@
 #include "cast_transpose_case.h"
 #include "dispatch.h"
 #include "tile_cover.h"
+#include "w8_linear_call.h"
 
 using test::CastTransposeCase;
 using test::check_cast_transpose;
@@ -158,5 +159,60 @@ TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byt
                 CHECK(check_cast_transpose(c, bits) == "");
             }
         }
+    }
+}
+
+TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes the general variant") {
+    // The CUDA bf16 x, bf16 scales, no-bias variants as the ABI's filter keeps them;
+    // autoscheduled ones left out (their answer is a bounds query needing a CUDA context).
+    static const std::vector<const schedx::Variant *> candidates = [] {
+        std::vector<const schedx::Variant *> out;
+        for (const schedx::Variant &v : schedx::registry()) {
+            const bool cublas = v.param("stage") == "dequantize" || v.param("stage") == "rescale" ||
+                                v.param("stage") == "planes";
+            if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("x_type") == "bf16" &&
+                v.param("autoscheduler").empty() &&
+                (cublas || (v.param("scale_type", "bf16") == "bf16" && v.param("with_bias") != "true"))) {
+                out.push_back(&v);
+            }
+        }
+        return out;
+    }();
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
+    struct Call {
+        int64_t m, n, k, ldx, ldw;
+        const char *schedule;  // the first choice's
+        bool tail;             // a k_tail variant
+        int64_t batch;         // its batch (small-batch kernels), else 0
+    };
+    const Call calls[] = {
+        {1, 4096, 4096, 4096, 4096, "cuda_gemv", false, 0},
+        {1, 64, 4096, 4096, 4096, "cuda_splitk", false, 0},   // few, long rows
+        {1, 64, 4100, 4100, 4100, "cuda_gemv", true, 0},      // long rows, but split-K needs whole steps
+        {1, 4096, 4544, 4544, 4544, "cuda_gemv", true, 0},
+        {2, 64, 48, 48, 48, "cuda_smallbatch", true, 2},      // less than one step
+        {3, 64, 1000, 1000, 1000, "cuda_smallbatch", true, 4},
+        {17, 64, 1000, 1000, 1000, "cuda_smallbatch", true, 16},  // past the batch: K off 16 leaves cuBLAS out
+        {100, 64, 4100, 4100, 4100, "cuda_smallbatch", true, 16},
+        {1, 64, 4098, 4098, 4098, "cuda_general", false, 0},  // W rows 2-byte aligned
+        {3, 64, 4096, 4097, 4096, "cuda_general", false, 0},  // x rows 2-byte aligned
+    };
+    for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
+        const Call &t = calls[n];
+        CAPTURE(t.m);
+        CAPTURE(t.n);
+        CAPTURE(t.k);
+        const schedx::W8LinearCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.ldx,
+                                     reinterpret_cast<const int8_t *>(base << 4), t.n, t.ldw,
+                                     reinterpret_cast<const void *>(base << 8), nullptr, 2,
+                                     reinterpret_cast<void *>(base << 12), t.n};
+        const schedx::RunKey key{8, n, 0};  // a key of its own per call (runnable_w8_variants caches by key)
+        const auto ranked = schedx::runnable_w8_variants(candidates, key, 90, c);
+        REQUIRE(!ranked->empty());
+        const schedx::Variant &chosen = *ranked->front();
+        CAPTURE(chosen.name);
+        CHECK(chosen.param("schedule") == t.schedule);
+        CHECK((chosen.param("k_tail") == "true") == t.tail);
+        if (t.batch) CHECK(chosen.param_int("batch", 0) == t.batch);
     }
 }

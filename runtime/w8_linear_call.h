@@ -1,0 +1,34 @@
+// A w8_linear call's arguments and which variants may run it, in a header so that CPU tests
+// can ask dispatch's rules about CUDA variants without a device (the rules read shapes,
+// leading dimensions, pointer bits and whether cuBLAS loads, except an autoscheduled
+// variant's bounds query).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "dispatch.h"
+#include "registry.h"
+
+namespace schedx {
+
+struct W8LinearCall {
+    const void *x;
+    int64_t m, k, ldx;
+    const int8_t *w;
+    int64_t n, ldw;
+    const void *scales, *bias;
+    int scale_bytes;
+    void *y;
+    int64_t ldy;
+};
+
+// Whether variant `v` can run call `c` (shape, leading dimensions, alignment).
+bool can_run(const Variant &v, const W8LinearCall &c);
+
+// The variants of `candidates` that take `c`, in untuned preference order (variants.json's,
+// those known to lose moved behind), memoised under `key`.
+RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
+                                  const W8LinearCall &c);
+
+}  // namespace schedx

@@ -83,7 +83,8 @@ def time_step(step, n, warm):
 
 
 def kernel_time_us(step, steps=3):
-    """GPU microseconds per step in kernels that are not GEMMs, and in all kernels."""
+    """GPU microseconds per step in kernels that are not GEMMs, in all kernels, and per GEMM
+    kernel name (calls and microseconds per step)."""
     from torch.profiler import ProfilerActivity, profile
     step()
     torch.cuda.synchronize()
@@ -92,15 +93,18 @@ def kernel_time_us(step, steps=3):
             step()
         torch.cuda.synchronize()
     other = busy = 0.0
+    gemms = {}
     for e in prof.key_averages():
         if e.device_type.name != "CUDA" and getattr(e, "self_device_time_total", 0) == 0:
             continue
         name = e.key.lower()
         t = getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
         busy += t
-        if not any(w in name for w in GEMM_KERNEL_WORDS):
+        if any(w in name for w in GEMM_KERNEL_WORDS):
+            gemms[e.key] = (e.count / steps, t / steps)
+        else:
             other += t
-    return other / steps, busy / steps
+    return other / steps, busy / steps, gemms
 
 
 def main():
@@ -118,7 +122,7 @@ def main():
     except ImportError as e:
         convert_to_float8_training = None
         env["torchao"] = f"not importable ({e})"
-    rows, exact = [], []
+    rows, exact, gemm_rows = [], [], []
     for shape in args.shapes.split(","):
         m, k, n = (int(v) for v in shape.split("x"))
         torch.manual_seed(0)
@@ -170,9 +174,12 @@ def main():
         anchor = statistics.median(times["torchao (compile)"]) if "torchao (compile)" in times else None
         for label, step in steps.items():
             t = statistics.median(times[label])
-            casts, busy = kernel_time_us(step)
+            casts, busy, gemms = kernel_time_us(step)
             rows.append([shape, label, f"{t:.0f}", f"{casts:.0f} ({100 * casts / t:.0f}%)", f"{busy:.0f}",
                          f"{base / t:.2f}x", f"{anchor / t:.3f}x" if anchor else ""])
+            if label != "bf16 (eager)":
+                for name, (calls, us) in sorted(gemms.items(), key=lambda kv: -kv[1][1]):
+                    gemm_rows.append([shape, label, name[:90], f"{calls:.0f}", f"{us:.0f}"])
             print(rows[-1], flush=True)
         rows += failed
         ref = results.get("torchao (compile)")
@@ -186,7 +193,9 @@ def main():
         "Forward + backward of one linear, CUDA events; the variants timed in turn, 7 rounds of 3 steps, medians; "
         "casts = GPU time in kernels other than the three GEMMs, GPU busy = in all kernels (torch profiler, "
         "3 steps).", "", table, "", "schedx against torchao's compiled Float8Linear, bit for bit:", "",
-        md_table(["M x K x N", "schedx", "y", "grad x", "grad W"], exact), ""], args.out)
+        md_table(["M x K x N", "schedx", "y", "grad x", "grad W"], exact), "",
+        "The GEMM kernels of each step (torch profiler, 3 steps; names as the profiler gives them, cut at 90 characters):",
+        "", md_table(["M x K x N", "step", "GEMM kernel", "calls per step", "us per step"], gemm_rows), ""], args.out)
 
 if __name__ == "__main__":
     main()

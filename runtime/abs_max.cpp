@@ -14,16 +14,6 @@
 namespace schedx {
 namespace {
 
-// The abs_max variants' blocks, in units of their input buffer (32-bit words for the word
-// variants, elements otherwise) by rows.
-struct Block {
-    int64_t units, rows;
-};
-Block block_of(const Variant &v) {
-    return {int64_t(v.param_int("threads_x", 64)) * v.param_int("load_words", 4),
-            int64_t(v.param_int("threads_y", 4)) * v.param_int("rows_per_thread", 8)};
-}
-
 // Word variants read 16-byte vectors: x and its rows 16-byte aligned, rows whole vectors.
 bool can_run(const Variant &v, const void *x, int64_t k, int64_t ldx, int elem_bytes) {
     if (v.param("schedule") != "cuda") return true;
@@ -31,6 +21,15 @@ bool can_run(const Variant &v, const void *x, int64_t k, int64_t ldx, int elem_b
 }
 
 }  // namespace
+
+int64_t abs_max_blocks(const Variant &v, int64_t m, int64_t k, int elem_bytes) {
+    // A block covers threads_x * load_words units of its input buffer (32-bit words for the
+    // word variants, elements otherwise) by threads_y * rows_per_thread rows.
+    const int64_t block_units = int64_t(v.param_int("threads_x", 64)) * v.param_int("load_words", 4);
+    const int64_t block_rows = int64_t(v.param_int("threads_y", 4)) * v.param_int("rows_per_thread", 8);
+    const int64_t units = v.param("schedule") == "cuda" ? k * elem_bytes / 4 : k;
+    return (units + block_units - 1) / block_units * ((m + block_rows - 1) / block_rows);
+}
 
 schedx_status run_abs_max(Device device, const char *in_type, const void *x, int64_t m, int64_t k, int64_t ldx,
                           int elem_bytes, float *amax, void *stream, void *ctx) {
@@ -53,9 +52,7 @@ schedx_status run_abs_max(Device device, const char *in_type, const void *x, int
     // Each block takes its maximum into amax, zeroed on the stream first, by an atomic, and
     // writes one word of the stream's workspace; the lock keeps another thread's call on this
     // stream from reallocating it.
-    const Block b = block_of(*v);
-    const int64_t units = v->param("schedule") == "cuda" ? k * elem_bytes / 4 : k;
-    const int64_t blocks = (units + b.units - 1) / b.units * ((m + b.rows - 1) / b.rows);
+    const int64_t blocks = abs_max_blocks(*v, m, k, elem_bytes);
     void *sink = nullptr;
     std::unique_lock<std::mutex> workspace_lock = lock_stream_workspace(ctx, stream);
     if ((s = cuda_workspace(ctx, stream, size_t(blocks) * 4, &sink))) return s;

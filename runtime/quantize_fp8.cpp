@@ -12,6 +12,7 @@
 #include "dispatch.h"
 #include "pipeline_call.h"
 #include "registry.h"
+#include "quantize_fp8_call.h"
 #include "status.h"
 #include "validate.h"
 
@@ -33,9 +34,8 @@ const char *recipe_name(schedx_fp8_recipe r) {
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 int64_t pad4(int64_t n) { return n > INT64_MAX - 3 ? INT64_MAX : ceil_div(n, 4) * 4; }
 
-struct ScaleShape {
-    int64_t rows, cols;
-};
+}  // namespace
+
 ScaleShape scale_shape(schedx_fp8_recipe r, int64_t m, int64_t k, bool columnwise) {
     switch (r) {
     case SCHEDX_RECIPE_BLOCK_1X128:
@@ -50,18 +50,6 @@ ScaleShape scale_shape(schedx_fp8_recipe r, int64_t m, int64_t k, bool columnwis
     }
 }
 
-struct QuantizeCall {
-    const void *x;
-    int64_t m, k, ldx;
-    int elem_bytes;
-    schedx_quantize_fp8_options opt;
-    uint8_t *rows, *cols;
-    int64_t ld_rows, ld_cols;
-    void *rows_scale, *cols_scale;
-    ScaleShape rs, cs;
-    int scale_bytes;
-};
-
 void bind(PipelineCall &call, const QuantizeCall &c) {
     call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
     call.bind_int("fp8_format", c.opt.format);
@@ -75,6 +63,8 @@ void bind(PipelineCall &call, const QuantizeCall &c) {
     call.bind_matrix("rows_scale", c.rows_scale, c.rs.rows, c.rs.cols, c.rs.cols, c.scale_bytes);
     call.bind_matrix("cols_scale", c.cols_scale, c.cs.rows, c.cs.cols, c.cs.cols, c.scale_bytes);
 }
+
+namespace {
 
 // Tiled variants take whole 128 x 128 tiles (block2d: M and K multiples of 512, so that
 // its scale arrays have no padding); the general ones any shape.

@@ -53,18 +53,18 @@ void bind_common(PipelineCall &call, const W8LinearCall &c) {
     call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
 }
 
-void bind_linear(PipelineCall &call, const W8LinearCall &c) {
-    call.bind_matrix("x", c.x, c.m, c.k, c.ldx, 2);
-    call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
-    bind_common(call, c);
-}
-
 // Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
 bool cublas_fits(const W8LinearCall &c) {
     return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
 }
 
 }  // namespace
+
+void bind_linear(PipelineCall &call, const W8LinearCall &c) {
+    call.bind_matrix("x", c.x, c.m, c.k, c.ldx, 2);
+    call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
+    bind_common(call, c);
+}
 
 // Which variants may take a call: hard requirements only (alignment, whole K steps, the
 // batch a small-batch variant holds or computes, the generated bounds of autoscheduled

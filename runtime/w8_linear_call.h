@@ -1,13 +1,15 @@
-// A w8_linear call's arguments and which variants may run it, in a header so that CPU tests
-// can ask dispatch's rules about CUDA variants without a device (the rules read shapes,
-// leading dimensions, pointer bits and whether cuBLAS loads, except an autoscheduled
-// variant's bounds query).
+// A w8_linear call's arguments, how a variant's Halide arguments are bound and which
+// variants may run it, in a header so that CPU tests can ask dispatch's rules about CUDA
+// variants without a device (the rules read shapes, leading dimensions, pointer bits and
+// whether cuBLAS loads, except an autoscheduled variant's bounds query) and run their builds
+// of the CUDA algorithms with the runtime's own binding.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "dispatch.h"
+#include "pipeline_call.h"
 #include "registry.h"
 
 namespace schedx {
@@ -22,6 +24,9 @@ struct W8LinearCall {
     void *y;
     int64_t ldy;
 };
+
+// Binds x, w, scales, bias and y of a one-pipeline variant (the lane, mma and general kernels).
+void bind_linear(PipelineCall &call, const W8LinearCall &c);
 
 // Whether variant `v` can run call `c` (shape, leading dimensions, alignment).
 bool can_run(const Variant &v, const W8LinearCall &c);

@@ -8,7 +8,9 @@
 #include "abs_max_blocks_bf16_words.h"
 #include "abs_max_blocks_fp16_elements.h"
 #include "abs_max_blocks_fp32_words.h"
+#include "abs_max.h"
 #include "abs_max_case.h"
+#include "check_library.h"
 #include "pipeline_call.h"
 #include "test_util.h"
 
@@ -42,20 +44,17 @@ const BlocksLibrary kLibraries[] = {
 };
 
 // Runs the library on `in` as runtime/abs_max.cpp runs a CUDA variant: amax zeroed, a block
-// sink of one word per block of 64 * load_words units by 32 rows.
+// sink of one word per block of the grid the runtime computes.
 float run(const BlocksLibrary &lib, const test::AbsMaxInput &in, std::string *error) {
-    schedx::Variant v;
-    v.name = lib.name;
-    v.op = "abs_max";
-    v.device = schedx::Device::cpu;
-    v.argv = lib.argv;
-    v.metadata = lib.metadata();
+    schedx::Variant v = test::check_library_variant(lib.name, "abs_max", lib.argv, lib.metadata);
+    // The runtime sizes the grid from the variant's parameters; a test library has none in the registry.
+    v.params = {{"schedule", lib.words ? "cuda" : "cuda_general"}, {"threads_x", "64"}, {"threads_y", "4"},
+                {"rows_per_thread", "8"}, {"load_words", std::to_string(lib.load_words)}};
     const int eb = test::elem_bytes_of(in.type);
     const std::vector<uint8_t> bytes = in.bytes();
     test::Guarded x(bytes.size(), 0);
     std::memcpy(x.data(), bytes.data(), bytes.size());
-    const int64_t units = lib.words ? in.k * eb / 4 : in.k;
-    const int64_t blocks = (units + 64 * lib.load_words - 1) / (64 * lib.load_words) * ((in.m + 31) / 32);
+    const int64_t blocks = schedx::abs_max_blocks(v, in.m, in.k, eb);
     std::vector<uint32_t> sink(size_t(blocks), 0);
     uint32_t amax_bits = 0;
     schedx::PipelineCall call(v, nullptr);

@@ -12,12 +12,13 @@
 #include <limits>
 #include <vector>
 
-#include "pipeline_call.h"
+#include "check_library.h"
 #include "quantize_cvt_block1d_e4m3.h"
 #include "quantize_cvt_block1d_e5m2.h"
 #include "quantize_cvt_block2d_e4m3.h"
 #include "quantize_cvt_mx_e4m3.h"
 #include "quantize_cvt_mx_e5m2.h"
+#include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
 #include "quantize_inputs.h"
 
@@ -85,28 +86,17 @@ const CvtLibrary kLibraries[] = {
      SCHEDX_E5M2},
 };
 
-// Binds a case as runtime/quantize_fp8.cpp binds a variant (scale arrays in their padded shapes).
+// Runs a case through the runtime's binding of a quantize_fp8 variant (bf16 x, both outputs).
 test::QuantizeRunner runner_of(const schedx::Variant &v) {
     return [&v](const test::QuantizeCase &c, test::QuantizeBuffers &b) {
-        int64_t rs_r, rs_c, cs_r, cs_c;
-        schedx_status s;
-        if ((s = schedx_quantize_fp8_scale_shape(c.opt.recipe, c.m, c.k, 0, &rs_r, &rs_c)) ||
-            (s = schedx_quantize_fp8_scale_shape(c.opt.recipe, c.m, c.k, 1, &cs_r, &cs_c))) {
-            return s;
-        }
-        const int sb = c.opt.recipe == SCHEDX_RECIPE_MXFP8 ? 1 : 4;
-        int32_t eps_bits;
-        std::memcpy(&eps_bits, &c.opt.epsilon, 4);
+        const schedx::QuantizeCall args{b.x->data(), c.m, c.k, c.ldx, 2, c.opt,
+                                        b.rows->data(), b.cols->data(), c.ld_rows, c.ld_cols,
+                                        b.rows_scale->data(), b.cols_scale->data(),
+                                        schedx::scale_shape(c.opt.recipe, c.m, c.k, false),
+                                        schedx::scale_shape(c.opt.recipe, c.m, c.k, true),
+                                        c.opt.recipe == SCHEDX_RECIPE_MXFP8 ? 1 : 4};
         schedx::PipelineCall call(v, nullptr);
-        call.bind_matrix("input", b.x->data(), c.m, c.k, c.ldx, 2);
-        call.bind_int("fp8_format", c.opt.format);
-        call.bind_int("pow2_scales", c.opt.pow2_scales);
-        call.bind_int("epsilon_bits", eps_bits);
-        call.bind_int("mx_rceil", c.opt.mx_mode == SCHEDX_MX_RCEIL);
-        call.bind_matrix("rows", b.rows->data(), c.m, c.k, c.ld_rows, 1);
-        call.bind_matrix("cols", b.cols->data(), c.k, c.m, c.ld_cols, 1);
-        call.bind_matrix("rows_scale", b.rows_scale->data(), rs_r, rs_c, rs_c, sb);
-        call.bind_matrix("cols_scale", b.cols_scale->data(), cs_r, cs_c, cs_c, sb);
+        schedx::bind(call, args);
         return call.run();
     };
 }
@@ -130,12 +120,7 @@ TEST_CASE("fp8 conversion stand-in: the PTX ISA's cvt.rn.satfinite on named valu
 
 TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU: every bf16 pattern, special blocks") {
     for (const CvtLibrary &lib : kLibraries) {
-        schedx::Variant v;
-        v.name = lib.name;
-        v.op = "quantize_fp8";
-        v.device = schedx::Device::cpu;
-        v.argv = lib.argv;
-        v.metadata = lib.metadata();
+        const schedx::Variant v = test::check_library_variant(lib.name, "quantize_fp8", lib.argv, lib.metadata);
         const std::string lib_name = lib.name;
         CAPTURE(lib_name);
         std::vector<schedx_quantize_fp8_options> options;

@@ -5,7 +5,8 @@
 // past N and M, and the tail's guard are checked here.
 #include <doctest/doctest.h>
 
-#include "pipeline_call.h"
+#include "check_library.h"
+#include "w8_linear_call.h"
 #include "w8_linear_case.h"
 #include "w8_lanes_runs.h"
 #include "w8_lanes_v1_tail.h"
@@ -32,26 +33,16 @@ const Lanes kLanes[] = {
     {"w8_lanes_runs", w8_lanes_runs_argv, w8_lanes_runs_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 512, 8},
 };
 
-schedx::Variant variant_of(const Lanes &l) {
-    schedx::Variant v;
-    v.name = l.name;
-    v.op = "w8_linear";
-    v.device = schedx::Device::cpu;
-    v.argv = l.argv;
-    v.metadata = l.metadata();
-    return v;
-}
+schedx::Variant variant_of(const Lanes &l) { return test::check_library_variant(l.name, "w8_linear", l.argv, l.metadata); }
 
-// Binds the case's buffers as runtime/w8_linear.cpp binds a lane kernel's.
+// Runs the case through the runtime's binding of a one-pipeline w8_linear variant.
 test::W8LinearRunner runner_of(const schedx::Variant &v) {
     return [&v](const test::W8LinearCase &c, test::W8LinearBuffers &b) {
+        const schedx::W8LinearCall call_args{b.x->data(), c.m, c.k, c.ldx, b.w->as<int8_t>(), c.n, c.ldw,
+                                             b.scales->data(), c.bias ? b.bias->data() : nullptr,
+                                             c.scales_dtype == SCHEDX_FP32 ? 4 : 2, b.y->data(), c.ldy};
         schedx::PipelineCall call(v, nullptr);
-        call.bind_matrix("x", b.x->data(), c.m, c.k, c.ldx, 2);
-        call.bind_matrix("w", b.w->data(), c.n, c.k, c.ldw, 1);
-        const int sb = c.scales_dtype == SCHEDX_FP32 ? 4 : 2;
-        call.bind_vector("scales", b.scales->data(), c.n, sb);
-        if (c.bias) call.bind_vector("bias", b.bias->data(), c.n, sb);
-        call.bind_matrix("y", b.y->data(), c.m, c.n, c.ldy, 2);
+        schedx::bind_linear(call, call_args);
         return call.run();
     };
 }

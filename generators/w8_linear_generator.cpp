@@ -49,9 +49,7 @@ public:
                                  {"rescale", Stage::rescale},
                                  {"planes", Stage::planes},
                                  {"planes_epilogue", Stage::planes_epilogue}}};
-    // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk | cuda_mma | cpu_lanes (stage=linear;
-    // cpu_lanes: the CUDA lane layout's algorithm under Halide's default CPU schedule, which
-    // tests/test_w8_lanes_cpu.cpp checks without a GPU; no variant uses it);
+    // cpu | cuda_general | cuda_gemv | cuda_smallbatch | cuda_splitk | cuda_mma (stage=linear);
     // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue, planes_epilogue);
     // cuda_row_blocks (stage=planes)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
@@ -76,12 +74,15 @@ public:
     // cuda_gemv / cuda_smallbatch: K in whole vectors (4 * vector_words elements) instead of
     // whole steps; the part past the last whole step is one more, guarded, update.
     GeneratorParam<bool> k_tail{"k_tail", false};
+    // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
+    // tests build the lane layout for the CPU (tests/test_w8_lanes_cpu.cpp). No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     void configure() {
         if (x_type == ElemType::fp32) throw std::invalid_argument("x_type must be bf16 or fp16");
         if (scale_type == ElemType::fp16) throw std::invalid_argument("scale_type must be bf16 or fp32");
         const std::string s = sched;
-        lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk" || s == "cpu_lanes";
+        lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
         mma_layout = s == "cuda_mma";
         word_io = lane_layout || mma_layout || s == "cuda_words";
         if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || load_words % 2 != 0)) {
@@ -91,12 +92,12 @@ public:
         if (evict_first && !lane_layout) throw std::invalid_argument("evict_first takes a lane layout (cuda_gemv, cuda_smallbatch, cuda_splitk)");
         if (coalesced && stage != Stage::dequantize &&
             (!lane_layout || s == "cuda_splitk" || int(load_words) % int(vector_words) != 0)) {
-            throw std::invalid_argument("coalesced takes stage=dequantize, or schedule=cuda_gemv, cuda_smallbatch or cpu_lanes "
-                                        "and load_words a multiple of vector_words");
+            throw std::invalid_argument("coalesced takes stage=dequantize, or schedule=cuda_gemv or cuda_smallbatch and "
+                                        "load_words a multiple of vector_words");
         }
         if (vector_words != 4 && vector_words != 2 && vector_words != 1) throw std::invalid_argument("vector_words is 1, 2 or 4");
-        if ((vector_words != 4 || k_tail) && s != "cuda_gemv" && s != "cuda_smallbatch" && s != "cpu_lanes") {
-            throw std::invalid_argument("vector_words and k_tail take schedule=cuda_gemv, cuda_smallbatch or cpu_lanes");
+        if ((vector_words != 4 || k_tail) && s != "cuda_gemv" && s != "cuda_smallbatch") {
+            throw std::invalid_argument("vector_words and k_tail take schedule=cuda_gemv or cuda_smallbatch");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -302,6 +303,10 @@ public:
 
         // THE SCHEDULE
         if (using_autoscheduler()) return;
+        if (default_schedule) {
+            if (lane_layout || mma_layout) constrain_words();
+            return;
+        }
         const std::string s = sched;
         if (stage == Stage::planes || stage == Stage::planes_epilogue) {
             const std::string want = stage == Stage::planes ? "cuda_row_blocks" : "cuda_general";
@@ -325,8 +330,6 @@ public:
             schedule_cuda_splitk();
         } else if (s == "cuda_mma") {
             schedule_cuda_mma();
-        } else if (s == "cpu_lanes") {
-            constrain_words();
         } else {
             throw std::invalid_argument("unknown schedule " + s);
         }

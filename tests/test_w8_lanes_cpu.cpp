@@ -1,5 +1,5 @@
 // The algorithm of w8_linear's CUDA lane kernels (GEMV, small batch; K tails and 4-byte
-// vectors) on the CPU: the same generator code with schedule=cpu_lanes, built as test
+// vectors) on the CPU: the same generator code with default_schedule=true, built as test
 // libraries (tests/CMakeLists.txt), against the fp64 reference. What a GPU alone can check
 // is the schedule's mapping (lanes, shuffles, vector loads); the indexing, the clamps of rows
 // past N and M, and the tail's guard are checked here.

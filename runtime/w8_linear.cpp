@@ -60,6 +60,16 @@ bool cublas_fits(const W8LinearCall &c) {
 
 }  // namespace
 
+bool serves(const Variant &v, std::string_view x_type, std::string_view scale_type, bool bias) {
+    // The dequantize path leaves scale and bias to its epilogue, so it serves every kind; the
+    // rescale one reads scales of its type and adds no bias (after the GEMM's rounding it
+    // would round again).
+    if (v.param("x_type") != x_type) return false;
+    if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
+    return is_cublas_path(v) || is_planes_path(v) ||
+           (v.param("scale_type", "bf16") == scale_type && (v.param("with_bias") == "true") == bias);
+}
+
 void bind_linear(PipelineCall &call, const W8LinearCall &c) {
     call.bind_matrix("x", c.x, c.m, c.k, c.ldx, 2);
     call.bind_matrix("w", c.w, c.n, c.k, c.ldw, 1);
@@ -384,15 +394,8 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     const Workload wl{"w8_linear",
                       std::string(x_type) + "*int8*" + scale_type + (bias ? "+bias" : "") + "->" + x_type, dev,
                       {m, n, k}};
-    const std::vector<const Variant *> &candidates = schedx::candidates(wl.op, dev, wl.dtypes, [&](const Variant &v) {
-        // The dequantize path leaves scale and bias to its epilogue, so it serves every
-        // kind; the rescale one reads scales of its type and adds no bias (after the
-        // GEMM's rounding it would round again).
-        if (v.param("x_type") != x_type) return false;
-        if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
-        return is_cublas_path(v) || is_planes_path(v) || (v.param("scale_type", "bf16") == scale_type &&
-                                     (v.param("with_bias") == "true") == (bias != nullptr));
-    });
+    const std::vector<const Variant *> &candidates = schedx::candidates(
+        wl.op, dev, wl.dtypes, [&](const Variant &v) { return serves(v, x_type, scale_type, bias != nullptr); });
     const RunKey key{m, n, k, ldx, ldw, ldy, misalignment(x), misalignment(w), misalignment(y), bias != nullptr};
     const auto runnable = runnable_w8_variants(candidates, key, cuda_context_sm(ctx), c);
     const Variant *v = nullptr;

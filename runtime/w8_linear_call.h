@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "dispatch.h"
@@ -24,6 +25,10 @@ struct W8LinearCall {
     void *y;
     int64_t ldy;
 };
+
+// Whether variant `v` computes a call of these dtypes and bias (its own kernels or, for the
+// cuBLAS paths, through an epilogue); which shapes it runs is can_run's.
+bool serves(const Variant &v, std::string_view x_type, std::string_view scale_type, bool bias);
 
 // Binds x, w, scales, bias and y of a one-pipeline variant (the lane, mma and general kernels).
 void bind_linear(PipelineCall &call, const W8LinearCall &c);

@@ -168,11 +168,8 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
     static const std::vector<const schedx::Variant *> candidates = [] {
         std::vector<const schedx::Variant *> out;
         for (const schedx::Variant &v : schedx::registry()) {
-            const bool cublas = v.param("stage") == "dequantize" || v.param("stage") == "rescale" ||
-                                v.param("stage") == "planes";
-            if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("x_type") == "bf16" &&
-                v.param("autoscheduler").empty() &&
-                (cublas || (v.param("scale_type", "bf16") == "bf16" && v.param("with_bias") != "true"))) {
+            if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("autoscheduler").empty() &&
+                schedx::serves(v, "bf16", "bf16", false)) {
                 out.push_back(&v);
             }
         }

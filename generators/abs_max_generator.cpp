@@ -169,8 +169,8 @@ private:
     // One block per threads_x * load_words units by threads_y * rows_per_thread rows; every
     // thread's loads are issued into registers before its reduction (16-byte vectors for word
     // I/O), its warp meets in one REDUX, one thread folds the warps' maxima from shared memory
-    // and issues the block's RED. Not yet timed on the H200 (the cast generator's element-load
-    // pass it replaces: 2.0-2.3 TB/s); ptxas -arch=sm_90: 22-48 registers, 74 for r16, no spills.
+    // and issues the block's RED. H200: 94-99% of a read-only kernel (t32x8r16w4 best at every
+    // shape, 33.8 us at bf16 8192^2; the element-load pass it replaced: 2.0-2.3 TB/s).
     // What the CUDA kernels' loads assume of the input and the block sink (the CPU builds too).
     void constrain_cuda_input() {
         block_sink->dim(0).set_min(0);

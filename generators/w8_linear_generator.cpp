@@ -543,7 +543,7 @@ private:
             .gpu_lanes(l);
         if (k_tail) {
             // One W word (4 elements) per iteration: the whole vector unrolled took
-            // b8_r8w4_coalesced_ktail from 4264 to 6936 SASS instructions. Not yet run on a GPU.
+            // b8_r8w4_coalesced_ktail from 4264 to 6936 SASS instructions. Not yet timed on a GPU.
             RVar wo("wo"), wi("wi");
             lane_sum.update(1).split(rt.x, wo, wi, 4).reorder(m, n, wi, wo, rt.y, l).unroll(m).unroll(n).unroll(wi).gpu_lanes(l);
         }

@@ -620,7 +620,8 @@ private:
     }
 
     // cols (x transposed) in tile_m x 32 tiles: the codes staged in shared memory, each
-    // thread storing 4 consecutive bytes of a column.
+    // thread storing 4 consecutive bytes of a column. At tile_m = 128 the staging stage runs
+    // on 32 x 8 threads, 4 groups each: 32 x 32 would make the block 128 x 32 = 4096 threads.
     void schedule_cols_staged(int tile_m) {
         Func tile_q = cols_q.in(*cols);
         cols->tile(y, x, yo, xo, yi, xi, tile_m, 32, TailStrategy::GuardWithIf)
@@ -633,16 +634,21 @@ private:
             .store_in(MemoryType::GPUShared)
             .split(y, yt, y, 4, TailStrategy::GuardWithIf)
             .reorder(y, x, yt)
-            .unroll(y)
-            .gpu_threads(x, yt);
+            .unroll(y);
+        if (tile_m > 32) {
+            Var ys("ys");
+            tile_q.split(yt, ys, yt, 8, TailStrategy::GuardWithIf).reorder(y, ys, x, yt);
+        }
+        tile_q.gpu_threads(x, yt);
     }
 
     // General CUDA path for any shape and leading dimension (element I/O, a kernel per
     // output). Each kernel computes the block scales it needs inside its blocks: rows in
     // 128 x 32 tiles (a thread per row of a block reduces it from L1), cols in 32 x 32
     // tiles (128 x 32 for block2d) staged in shared memory, block2d's 128 x 128 maxima by
-    // 128 threads down its columns; the scale arrays a thread per entry (block2d: a GPU
-    // block per entry). Blocks overlapping several tiles are reduced once per tile. It
+    // 128 threads (32 x 4) down its columns; the scale arrays a thread per entry (block2d: a
+    // GPU block per entry). At most 1024 threads per block (rows 32 x 32, cols 32 x 8 or,
+    // block2d, 128 x 8). Blocks overlapping several tiles are reduced once per tile. It
     // exists for correctness on shapes the tiled kernels cannot take.
     void schedule_cuda_general() {
         const bool square = recipe == Recipe::block2d;
@@ -774,7 +780,11 @@ private:
             .reorder(x, y, xt, yt)
             .unroll(x)
             .unroll(y)
-            .gpu_threads(xt, yt);
+            .gpu_threads(xt, yt)
+            // The fused stages clamp their tiles to their own ranges, which bounds inference
+            // cannot prove 128 wide: unbounded, it required 2M - 128 rows of the input.
+            .bound_extent(x, T)
+            .bound_extent(y, T);
         if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (!bs->scale.defined()) continue;
@@ -804,12 +814,13 @@ private:
     void scales_in_block(BlockScales &b, Func consumer, Var at) {
         b.scale.compute_at(consumer, at).store_in(MemoryType::GPUShared);
         if (recipe == Recipe::block2d) {
-            // 128 threads each reduce a column of the block; one thread their maxima.
-            Var t("t");
+            // 128 threads (32 x 4) each reduce a column of the block; one thread their maxima.
+            // 128 along x would widen the consumer's 32 x 32 block to 4096 threads.
+            Var t("t"), lo("lo"), hi("hi");
             b.amax.compute_at(consumer, at);
             Func per_lane = b.amax.update().rfactor(b.r.x, t);
-            per_lane.compute_at(consumer, at).gpu_threads(t);
-            per_lane.update().gpu_threads(t);
+            per_lane.compute_at(consumer, at).split(t, hi, lo, 32).gpu_threads(lo, hi);
+            per_lane.update().split(t, hi, lo, 32).gpu_threads(lo, hi);
         } else {
             // A thread per block of the tile (its serial reduction reads through L1).
             Var across = b.along_k ? y : x, along = b.along_k ? bx : by;

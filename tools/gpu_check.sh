@@ -111,14 +111,14 @@ for step in $steps; do
           "$out/ncu_${variant}_$shape.txt" | head -n 12
       done ;;
     quantize)  # issue 32: quantize_fp8's CUDA tests (every variant bit for bit) and their memcheck
-      build/tests/schedx_cuda_quantize_tests > "$out/schedx_cuda_quantize_tests.log" 2>&1 || rc=1
+      timeout "${SANITIZE_TIMEOUT:-280}" build/tests/schedx_cuda_quantize_tests > "$out/schedx_cuda_quantize_tests.log" 2>&1 || rc=1
       tail -n 6 "$out/schedx_cuda_quantize_tests.log"
       SCHEDX_TEST_QUICK=1 timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_quantize_tests > "$out/sanitizer_memcheck_schedx_cuda_quantize_tests.log" 2>&1 || rc=1
       tail -n 3 "$out/sanitizer_memcheck_schedx_cuda_quantize_tests.log" ;;
     quantize_explore)  # issue 32: every recipe at the issue's shapes, each shape against a copy
       # of its own bytes timed in the same run (--copy-per-shape).
-      build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
+      timeout "${EXPLORE_TIMEOUT:-400}" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
         --shapes ${QUANTIZE_SHAPES:-8192x8192,4096x14336,16384x4096} \
         --csv "$out/explore_quantize_fp8.csv" --svg "$out/explore_quantize_fp8.svg" \
         > "$out/explore_quantize_fp8.md" 2> "$out/explore_quantize_fp8.err" || rc=1
@@ -157,7 +157,7 @@ for step in $steps; do
       grep -h "dispatch chose" "$out"/ptx_explore_*.md ;;
     mma)  # issue 31: w8_linear at M = 1..64 under do_bench's conditions (dirty L2), every variant:
       # the cuda_mma kernels against the lane kernels and the cuBLAS paths at each M
-      build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/mma_tuning.jsonl" \
+      timeout "${MMA_TIMEOUT:-280}" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/mma_tuning.jsonl" \
         --shapes ${MMA_SHAPES:-1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,32x8192x8192,64x8192x8192,1x14336x4096,16x14336x4096,32x14336x4096,64x14336x4096,1x4096x14336,16x4096x14336,32x4096x14336,64x4096x14336} \
         --csv "$out/mma_w8.csv" > "$out/mma_w8.md" 2> "$out/mma_w8.err" || rc=1
       grep -E "^## |^\| +1 \||_mma_" "$out/mma_w8.md" | head -n 90 ;;

@@ -460,6 +460,8 @@ def main():
                 log(f"{recipe} {m}x{k}")
                 r = rep.attempt(f"{recipe} {m}x{k}", lambda: measure(recipe, m, k, args.device, rep, timer))
                 results.append((recipe, m, k, r if isinstance(r, dict) else {"schedx": r}))
+                # Each row to the log as it is measured: a run cut short by its time limit keeps them.
+                log(" | ".join(str(c) for c in timing_row(*results[-1])))
         rows = [timing_row(recipe, m, k, r) for recipe, m, k, r in results]
         kernels = sorted({(recipe, r.get("torchao kernels", "-")) for recipe, _, _, r in results})
         body += ["## Time", "",

@@ -413,7 +413,7 @@ private:
                 Func per_lane = row_amax_axis.update().split(rk_axis, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
                 per_lane.compute_at(*rows_scale, y).gpu_threads(t);
                 per_lane.update().gpu_threads(t);
-                rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf);
+                rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf).reorder(xi, yi, yo, xo);
             }
             if (cols) {
                 // A thread per column, down the rows (or the strips' maxima), coalesced across threads.
@@ -454,16 +454,28 @@ private:
         } else if (sched.value() == "cuda_strips") {
             // A GPU block per strip, 256 threads across K; rows and the column maxima walk the
             // strip in the same 256-column chunks (fused at xo), so the maxima re-read each
-            // chunk from L1. Not yet run on a GPU.
+            // chunk from L1. Launch limits at any M and K: a one-dimensional grid of
+            // ceil(M / R) blocks, 256 threads, (R * 256 + R) * 4 bytes of shared memory.
             const int T = 256;
+            if (R < 1 || (R * T + R) * 4 > 48 * 1024) {
+                throw std::invalid_argument("cuda_strips: strip_rows " + std::to_string(R) +
+                                            " needs more than the 48 KiB of shared memory a block gets");
+            }
             rows->split(y, yo, yi, R, guard).split(x, xo, xt, T, guard).reorder(xt, yi, xo, yo).gpu_blocks(yo).gpu_threads(xt);
             rows_scale->split(y, yo, yi, R, guard).reorder(x, yi, yo).gpu_blocks(yo).gpu_threads(yi).compute_with(*rows, yo);
             col_partials_out->split(x, xo, xt, T, guard).reorder(xt, xo, yo).gpu_blocks(yo).gpu_threads(xt).compute_with(*rows, xo);
             strip_col_amax.compute_at(*col_partials_out, xt);
             // Row maxima: each thread reduces its columns of every row of the strip (coalesced
             // across threads) into shared memory, then a thread per row folds the 256 lanes.
-            row_scale_axis.compute_at(*rows, yo).store_in(MemoryType::GPUShared).gpu_threads(y);
-            row_amax_axis.compute_at(row_scale_axis, y);
+            // The row threads are a loop of R (split, guarded): mapped on y itself, their count
+            // was Halide's bound of a strip's rows over all strips, M (M threads per block,
+            // CUDA_ERROR_INVALID_VALUE above 1024 rows).
+            Var ys("ys"), yr("yr");
+            row_scale_axis.compute_at(*rows, yo)
+                .store_in(MemoryType::GPUShared)
+                .split(y, ys, yr, R, guard)
+                .gpu_threads(yr);
+            row_amax_axis.compute_at(row_scale_axis, yr);
             Func per_lane = row_amax_axis.update().split(rk_axis, ro, ri, T, guard).rfactor(ri, t);
             per_lane.compute_at(*rows, yo).store_in(MemoryType::GPUShared).reorder(t, y).gpu_threads(t);
             per_lane.update().reorder(t, y).gpu_threads(t);
@@ -673,6 +685,8 @@ private:
                 scales_in_block(*b, *o, d0);
             } else {
                 o->gpu_tile(d0, d1, xo, yo, xi, yi, 128, 1, TailStrategy::GuardWithIf);
+                // mx arrays ([M][KB], [K][MB]): their long dimension d1 on the grid's x.
+                if (recipe == Recipe::mx) o->reorder(xi, yi, yo, xo);
                 b->scale.compute_at(*o, xi);
                 b->amax.compute_at(*o, xi);
             }

@@ -158,13 +158,22 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
         return true;
     }
+    // Whole-step lane kernels with 4- or 8-byte W loads run only where K is in whole 16-byte
+    // vectors, which the 16-byte k_tail kernels take faster: M = 1, N = 4096, K = 11008 (43
+    // steps of 256) gemv_r4w2 27.3 us against gemv_r2w8_coalesced_ktail 15.5 (ragged_2026-12-05_h200_b0d036e.md).
+    if ((s == "cuda_gemv" || s == "cuda_smallbatch") && v.param("k_tail") != "true" && v.param_int("load_words", 4) < 4) {
+        return true;
+    }
     if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
     if (is_planes_path(v)) {
         const bool pinned = !v.param("cublaslt_config").empty();
+        // N off 16: M = 16, N = 4097, K = 4096 took 62.1 us against 25.1 for b8_r8w4_coalesced_ktail.
         return c.m * c.n * c.k <= kPlanesUntunedWork || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
-               (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
+               c.n % 16 != 0 || (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
     }
-    return is_cublas_path(v) && !large;
+    // The dequantize + cuBLAS paths stay behind the lane kernels up to M = 16, k_tail ones
+    // included: M = 4, N = 4096, K = 4544 31.6 us against b4_r4w8_coalesced_ktail's 13.5.
+    return is_cublas_path(v) && (!large || c.m <= 16);
 }
 
 }  // namespace

@@ -191,6 +191,9 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {3, 64, 1000, 1000, 1000, "cuda_smallbatch", true, 4},
         {17, 64, 1000, 1000, 1000, "cuda_smallbatch", true, 16},  // past the batch: K off 16 leaves cuBLAS out
         {100, 64, 4100, 4100, 4100, "cuda_smallbatch", true, 16},
+        {1, 4096, 11008, 11008, 11008, "cuda_gemv", true, 0}, // whole steps only of 256: the 16-byte tail kernel
+        {4, 4096, 4544, 4544, 4544, "cuda_smallbatch", true, 4},  // ahead of dequantize + cuBLAS
+        {16, 4097, 4096, 4096, 4096, "cuda_smallbatch", false, 16},  // N off 16: not the int8 planes path
         {1, 64, 4098, 4098, 4098, "cuda_general", false, 0},  // W rows 2-byte aligned
         {3, 64, 4096, 4097, 4096, "cuda_general", false, 0},  // x rows 2-byte aligned
     };

@@ -134,8 +134,9 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
  * - the dequantize path (M >= 2): Halide converts W into the workspace and cuBLAS runs a
  *   bf16/fp16 GEMM.
  * The tuning database picks among them per shape. Without a record (rules from H200
- * measurements): M = 7..128 past 2^27 multiply-adds take the planes path; otherwise the
- * small-batch kernels up to M = 16, then the dequantize path past 2^24 multiply-adds.
+ * measurements): M = 7..128 past 2^27 multiply-adds and N a multiple of 16 take the planes
+ * path; otherwise the small-batch kernels up to M = 16, then the dequantize path past 2^24
+ * multiply-adds.
  * Every other call runs the general variant. */
 schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const int8_t *w,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,

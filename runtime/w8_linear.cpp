@@ -153,7 +153,7 @@ constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
-    if (s == "cuda_mma") return true;  // not yet measured on a GPU: last untuned (also last in the list) until tuned
+    if (s == "cuda_mma") return true;  // slower than every other path at M = 1..64 on the H200 (w8_mma_2026-12-05_h200_b0d036e.md)
     // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
     if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
         return true;

@@ -413,6 +413,7 @@ private:
                 Func per_lane = row_amax_axis.update().split(rk_axis, ro, ri, 256, TailStrategy::GuardWithIf).rfactor(ri, t);
                 per_lane.compute_at(*rows_scale, y).gpu_threads(t);
                 per_lane.update().gpu_threads(t);
+                // M / 8 blocks on the grid's x: y stops at 65,535.
                 rows->gpu_tile(x, y, xo, yo, xi, yi, 128, 8, TailStrategy::GuardWithIf).reorder(xi, yi, yo, xo);
             }
             if (cols) {
@@ -467,9 +468,8 @@ private:
             strip_col_amax.compute_at(*col_partials_out, xt);
             // Row maxima: each thread reduces its columns of every row of the strip (coalesced
             // across threads) into shared memory, then a thread per row folds the 256 lanes.
-            // The row threads are a loop of R (split, guarded): mapped on y itself, their count
-            // was Halide's bound of a strip's rows over all strips, M (M threads per block,
-            // CUDA_ERROR_INVALID_VALUE above 1024 rows).
+            // Row threads split by R: mapped on y itself, Halide bounds their count by every
+            // strip's rows, M threads per block (refused by cuLaunchKernel above 1024).
             Var ys("ys"), yr("yr");
             row_scale_axis.compute_at(*rows, yo)
                 .store_in(MemoryType::GPUShared)

@@ -6,14 +6,21 @@
 
 namespace test {
 
-inline schedx::Variant check_library_variant(const char *name, const char *op, int (*argv)(void **),
-                                             const halide_filter_metadata_t *(*metadata)()) {
+// A test library's name and entry points: SCHEDX_CHECK_LIBRARY(w8_lanes_v1_tail).
+struct CheckLibrary {
+    const char *name;
+    int (*argv)(void **);
+    const halide_filter_metadata_t *(*metadata)();
+};
+#define SCHEDX_CHECK_LIBRARY(n) test::CheckLibrary{#n, n##_argv, n##_metadata}
+
+inline schedx::Variant check_library_variant(const CheckLibrary &lib, const char *op) {
     schedx::Variant v;
-    v.name = name;
+    v.name = lib.name;
     v.op = op;
     v.device = schedx::Device::cpu;
-    v.argv = argv;
-    v.metadata = metadata();
+    v.argv = lib.argv;
+    v.metadata = lib.metadata();
     return v;
 }
 

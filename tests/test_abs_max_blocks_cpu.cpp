@@ -25,9 +25,7 @@ extern "C" uint32_t schedx_test_atomic_max_u32(uint64_t address, uint32_t value)
 namespace {
 
 struct BlocksLibrary {
-    const char *name;
-    int (*argv)(void **);
-    const halide_filter_metadata_t *(*metadata)();
+    test::CheckLibrary library;
     schedx_dtype type;
     bool words;
     int64_t load_words;
@@ -35,18 +33,15 @@ struct BlocksLibrary {
 
 // threads 64 x 4, 8 rows per thread (tests/CMakeLists.txt).
 const BlocksLibrary kLibraries[] = {
-    {"abs_max_blocks_bf16_words", abs_max_blocks_bf16_words_argv, abs_max_blocks_bf16_words_metadata, SCHEDX_BF16, true,
-     4},
-    {"abs_max_blocks_fp32_words", abs_max_blocks_fp32_words_argv, abs_max_blocks_fp32_words_metadata, SCHEDX_FP32, true,
-     8},
-    {"abs_max_blocks_fp16_elements", abs_max_blocks_fp16_elements_argv, abs_max_blocks_fp16_elements_metadata,
-     SCHEDX_FP16, false, 4},
+    {SCHEDX_CHECK_LIBRARY(abs_max_blocks_bf16_words), SCHEDX_BF16, true, 4},
+    {SCHEDX_CHECK_LIBRARY(abs_max_blocks_fp32_words), SCHEDX_FP32, true, 8},
+    {SCHEDX_CHECK_LIBRARY(abs_max_blocks_fp16_elements), SCHEDX_FP16, false, 4},
 };
 
 // Runs the library on `in` as runtime/abs_max.cpp runs a CUDA variant: amax zeroed, a block
 // sink of one word per block of the grid the runtime computes.
 float run(const BlocksLibrary &lib, const test::AbsMaxInput &in, std::string *error) {
-    schedx::Variant v = test::check_library_variant(lib.name, "abs_max", lib.argv, lib.metadata);
+    schedx::Variant v = test::check_library_variant(lib.library, "abs_max");
     // The runtime sizes the grid from the variant's parameters; a test library has none in the registry.
     v.params = {{"schedule", lib.words ? "cuda" : "cuda_general"}, {"threads_x", "64"}, {"threads_y", "4"},
                 {"rows_per_thread", "8"}, {"load_words", std::to_string(lib.load_words)}};
@@ -73,7 +68,7 @@ float run(const BlocksLibrary &lib, const test::AbsMaxInput &in, std::string *er
 TEST_CASE("abs_max CUDA algorithm on the CPU: ragged shapes, padded rows, NaN, inf and the largest at every place") {
     int checked = 0;
     for (const BlocksLibrary &lib : kLibraries) {
-        const std::string lib_name = lib.name;
+        const std::string lib_name = lib.library.name;
         CAPTURE(lib_name);
         const int eb = test::elem_bytes_of(lib.type);
         for (const test::Shape &s : test::ragged_shapes()) {

@@ -66,24 +66,17 @@ extern "C" uint16_t schedx_ptx_cvt_e5m2x2(float lo, float hi) {
 namespace {
 
 struct CvtLibrary {
-    const char *name;
-    int (*argv)(void **);
-    const halide_filter_metadata_t *(*metadata)();
+    test::CheckLibrary library;
     schedx_fp8_recipe recipe;
     schedx_fp8_format format;
 };
 
 const CvtLibrary kLibraries[] = {
-    {"quantize_cvt_block1d_e4m3", quantize_cvt_block1d_e4m3_argv, quantize_cvt_block1d_e4m3_metadata,
-     SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
-    {"quantize_cvt_block1d_e5m2", quantize_cvt_block1d_e5m2_argv, quantize_cvt_block1d_e5m2_metadata,
-     SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E5M2},
-    {"quantize_cvt_block2d_e4m3", quantize_cvt_block2d_e4m3_argv, quantize_cvt_block2d_e4m3_metadata,
-     SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
-    {"quantize_cvt_mx_e4m3", quantize_cvt_mx_e4m3_argv, quantize_cvt_mx_e4m3_metadata, SCHEDX_RECIPE_MXFP8,
-     SCHEDX_E4M3FN},
-    {"quantize_cvt_mx_e5m2", quantize_cvt_mx_e5m2_argv, quantize_cvt_mx_e5m2_metadata, SCHEDX_RECIPE_MXFP8,
-     SCHEDX_E5M2},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e5m2), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E5M2},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
 };
 
 // Runs a case through the runtime's binding of a quantize_fp8 variant (bf16 x, both outputs).
@@ -120,8 +113,8 @@ TEST_CASE("fp8 conversion stand-in: the PTX ISA's cvt.rn.satfinite on named valu
 
 TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU: every bf16 pattern, special blocks") {
     for (const CvtLibrary &lib : kLibraries) {
-        const schedx::Variant v = test::check_library_variant(lib.name, "quantize_fp8", lib.argv, lib.metadata);
-        const std::string lib_name = lib.name;
+        const schedx::Variant v = test::check_library_variant(lib.library, "quantize_fp8");
+        const std::string lib_name = lib.library.name;
         CAPTURE(lib_name);
         std::vector<schedx_quantize_fp8_options> options;
         if (lib.recipe == SCHEDX_RECIPE_MXFP8) {

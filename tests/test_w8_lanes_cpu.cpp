@@ -16,9 +16,7 @@
 namespace {
 
 struct Lanes {
-    const char *name;
-    int (*argv)(void **);
-    const halide_filter_metadata_t *(*metadata)();
+    test::CheckLibrary library;
     schedx_dtype x_dtype, scales_dtype;
     bool bias;
     int64_t k_granule;  // K in whole vectors (k_tail) or whole steps
@@ -26,14 +24,13 @@ struct Lanes {
 };
 
 const Lanes kLanes[] = {
-    {"w8_lanes_v1_tail", w8_lanes_v1_tail_argv, w8_lanes_v1_tail_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 4, 4},
-    {"w8_lanes_v4_tail", w8_lanes_v4_tail_argv, w8_lanes_v4_tail_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 16, 8},
-    {"w8_lanes_v4_tail_fp16_bias", w8_lanes_v4_tail_fp16_bias_argv, w8_lanes_v4_tail_fp16_bias_metadata, SCHEDX_FP16,
-     SCHEDX_FP32, true, 16, 8},
-    {"w8_lanes_runs", w8_lanes_runs_argv, w8_lanes_runs_metadata, SCHEDX_BF16, SCHEDX_BF16, false, 512, 8},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v1_tail), SCHEDX_BF16, SCHEDX_BF16, false, 4, 4},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail), SCHEDX_BF16, SCHEDX_BF16, false, 16, 8},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail_fp16_bias), SCHEDX_FP16, SCHEDX_FP32, true, 16, 8},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_runs), SCHEDX_BF16, SCHEDX_BF16, false, 512, 8},
 };
 
-schedx::Variant variant_of(const Lanes &l) { return test::check_library_variant(l.name, "w8_linear", l.argv, l.metadata); }
+schedx::Variant variant_of(const Lanes &l) { return test::check_library_variant(l.library, "w8_linear"); }
 
 // Runs the case through the runtime's binding of a one-pipeline w8_linear variant.
 test::W8LinearRunner runner_of(const schedx::Variant &v) {
@@ -52,7 +49,7 @@ test::W8LinearRunner runner_of(const schedx::Variant &v) {
 TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, rows past N and M, padded rows") {
     for (const Lanes &l : kLanes) {
         const schedx::Variant v = variant_of(l);
-        CAPTURE(l.name);
+        CAPTURE(l.library.name);
         // K: below one step, one granule, steps plus a tail (4100 = Falcon-style 4 past 4096,
         // 4544 = Falcon-7B's hidden size), whole steps; the no-tail library takes whole steps only.
         std::vector<int64_t> ks = {l.k_granule, 3 * l.k_granule, 4096 + l.k_granule, 4544, 4096, 1000};

@@ -4,14 +4,13 @@
 // quantize two-pass first pass had M threads per block and passed the GPU tests up to M = 1024.
 #include <doctest/doctest.h>
 
-#include <fstream>
-#include <iterator>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "registry.h"
+#include "stmt_text.h"
 
 namespace {
 
@@ -22,9 +21,7 @@ struct Launch {
     std::vector<std::string> dims;
 };
 
-std::vector<Launch> launches_in(const std::string &stmt_name) {
-    std::ifstream file(std::string(SCHEDX_STMT_DIR) + "/" + stmt_name + ".stmt", std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+std::vector<Launch> launches_in(const std::string &text) {
     const std::string call = "halide_cuda_run(";
     std::vector<Launch> out;
     for (size_t at = text.find(call); at != std::string::npos; at = text.find(call, at + 1)) {
@@ -63,7 +60,7 @@ TEST_CASE("CUDA launches: constant threads per block within 1024, constant share
     for (const schedx::Variant &v : schedx::registry()) {
         if (v.device != schedx::Device::cuda) continue;
         CAPTURE(v.name);
-        const std::vector<Launch> launches = launches_in(v.metadata->name);
+        const std::vector<Launch> launches = launches_in(test::stmt_text(v));
         REQUIRE(!launches.empty());
         for (const Launch &l : launches) {
             CAPTURE(l.kernel);

@@ -16,6 +16,7 @@
 #include "dispatch.h"
 #include "ptx_rewrite.h"
 #include "registry.h"
+#include "stmt_text.h"
 
 namespace {
 
@@ -224,7 +225,7 @@ TEST_CASE("PTX rewrite: the built variants that use it") {
     int rewritten = 0;
     for (const schedx::Variant &v : schedx::registry()) {
         if (v.device != schedx::Device::cuda || !v.param("autoscheduler").empty()) continue;
-        const std::string ptx = ptx_of_stmt(read_text(std::string(SCHEDX_STMT_DIR) + "/" + v.metadata->name + ".stmt"));
+        const std::string ptx = ptx_of_stmt(test::stmt_text(v));
         CAPTURE(v.name);
         if (ptx.empty()) continue;  // a pipeline without CUDA kernels (cuBLAS paths' stages)
         CHECK(schedx::ptx_has_schedx_calls(ptx) == (v.min_sm > 0));

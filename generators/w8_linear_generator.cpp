@@ -57,7 +57,7 @@ public:
     GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step (cuda_mma: per row)
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
     GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch, cuda_mma (8 per tile): rows of x per warp; cpu: per pass
-    GeneratorParam<int> split_k{"split_k", 8};              // cuda_splitk: warps sharing one row's K
+    GeneratorParam<int> split_k{"split_k", 1};              // cuda_splitk, cuda_mma: warps sharing one row's K
     // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as
     // load_words / vector_words vectors 32 vectors apart, so that each warp-wide load reads
     // 32 contiguous vectors (false: one contiguous run per lane, 4 * load_words bytes apart).
@@ -384,13 +384,16 @@ private:
         lane_sum(l, s, n, m) += select(vec < vectors, product, 0.0f);
     }
 
-    // Parts of K summed by separate warps: split_k for cuda_splitk, else 1.
-    int split_parts() const { return std::string(sched) == "cuda_splitk" ? int(split_k) : 1; }
+    // Parts of K summed by separate warps: split_k for cuda_splitk and cuda_mma, else 1.
+    int split_parts() const {
+        const std::string s = sched;
+        return s == "cuda_splitk" || s == "cuda_mma" ? int(split_k) : 1;
+    }
 
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
         if (stage != Stage::linear || !word_io) return 1;
-        if (mma_layout) return 16 * load_words;
+        if (mma_layout) return 16 * load_words * split_parts();
         return 32 * load_words * 4 * split_parts();
     }
 
@@ -579,28 +582,39 @@ private:
     // words are whole W words (bytes 0, 1 -> a0 / a1, bytes 2, 3 -> a2 / a3) and its B words
     // whole x words, loaded as 16-byte vectors, where the PTX order would take 16-bit pieces.
     void define_mma_sum(Expr kk) {
-        const int LW = load_words;
-        r = RDom({{0, LW}, {0, kk / (16 * LW)}}, "r");
-        Expr upper = w_rows(r.x, 0, l, r.y, nt), lower = w_rows(r.x, 1, l, r.y, nt);
+        const int LW = load_words, S = split_parts();
+        // Split-K: part s of S takes the chunks c = j * S + s (a warp each, summed in y).
+        r = RDom({{0, LW}, {0, kk / (16 * LW * S)}}, "r");
+        Expr c = r.y * S + s;
+        Expr upper = w_rows(r.x, 0, l, c, nt), lower = w_rows(r.x, 1, l, c, nt);
         const std::vector<Expr> a = {w_pair(upper, 0), w_pair(lower, 0), w_pair(upper, 2), w_pair(lower, 2)};
-        const std::vector<Expr> b = {x_rows(2 * r.x, l, r.y, mt), x_rows(2 * r.x + 1, l, r.y, mt)};
+        const std::vector<Expr> b = {x_rows(2 * r.x, l, c, mt), x_rows(2 * r.x + 1, l, c, mt)};
         // A fifth float, never read, sums the old four outside any call: Halide 21's tuple
         // split orders an update's stores by its values' reads of the tuple outside call
         // arguments only, and with the reads inside the extern calls alone it stored each new
         // float before the next call read the old one (four mma with mixed accumulators).
-        mma_frag(l, nt, mt) = Tuple(0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
-        Tuple old = Tuple(mma_frag(l, nt, mt));
+        mma_frag(l, s, nt, mt) = Tuple(0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+        Tuple old = Tuple(mma_frag(l, s, nt, mt));
         std::vector<Expr> sum =
             schedx::ptx_mma_m16n8k16(a, b, {old[0], old[1], old[2], old[3]}, x_type == ElemType::fp16);
         sum.push_back(old[0] + old[1] + old[2] + old[3]);
-        mma_frag(l, nt, mt) = Tuple(sum);
+        mma_frag(l, s, nt, mt) = Tuple(sum);
         // D's float e of lane l is row l / 4 + 8 (e / 2), column 2 (l % 4) + e % 2 of its tile.
         // As a dimension, not a Tuple element, so that y's unrolled loops pick it by index:
         // a mux over the Tuple left Halide's warp-shuffle pass loads of a dropped variable.
-        mma_out(e, l, nt, mt) = mux(e, {old[0], old[1], old[2], old[3]});
+        mma_out(e, l, s, nt, mt) = mux(e, {old[0], old[1], old[2], old[3]});
         // In these forms Halide's simplifier proves each index y's loops give it to be this
         // lane's (((n % 16) + 8) % 8 it did not, and shuffled the floats between lanes).
-        acc(n, m) = mma_out(m % 2 + 2 * ((n / 8) % 2), (n % 8) * 4 + (m / 2) % 4, n / 16, m / 8);
+        auto out_of = [&](Expr part) {
+            return mma_out(m % 2 + 2 * ((n / 8) % 2), (n % 8) * 4 + (m / 2) % 4, part, n / 16, m / 8);
+        };
+        if (S == 1) {
+            acc(n, m) = out_of(0);
+        } else {  // the parts meet in shared memory
+            RDom rs(0, S, "rs");
+            acc(n, m) = 0.0f;
+            acc(n, m) += out_of(rs);
+        }
     }
 
     // cuda_mma: a warp owns rows_per_warp / 16 tiles of 16 columns n and batch / 8 tiles of 8
@@ -608,9 +622,14 @@ private:
     // (a 16-byte vector at 4) and 2 load_words x words per row tile, converts the int8 to
     // pairs in registers, and issues load_words mmas per pair of tiles, the accumulators
     // staying in registers; then each lane stores the outputs its D floats hold. Rows beyond
-    // N and M compute clamped copies that are never stored. Not yet measured on a GPU.
+    // N and M compute clamped copies that are never stored. H200, N = K = 8192: 55 us at
+    // M <= 8 with 4 warps along n walking all of K (1.2 TB/s: too few loads in flight);
+    // split_k > 1 gives each block split_k warps along K instead, their D floats summed
+    // through shared memory (w8_mma_2026-12-05_h200_b0d036e.md).
     void schedule_cuda_mma() {
-        const int NT = rows_per_warp / 16, MT = batch / 8, WB = warps, LW = load_words;
+        const int NT = rows_per_warp / 16, MT = batch / 8, S = split_parts(), WB = S > 1 ? 1 : int(warps);
+        const int LW = load_words;
+        if (S > 1 && warps != 1) throw std::invalid_argument("cuda_mma with split_k > 1 takes warps = 1");
         constrain_words();
         // From 0, so that Halide sees which lane and float hold each output (n % 16, m % 8).
         y->dim(0).set_min(0);
@@ -632,24 +651,27 @@ private:
             .unroll(ntl)
             .gpu_blocks(no, mo)
             .gpu_threads(lane, nw);
-        mma_frag.compute_at(*y, nw)
+        mma_out.bound_extent(e, 4)
             .bound_extent(l, 32)
+            .bound_extent(s, S)
             .bound_extent(nt, NT)
             .bound_extent(mt, MT)
-            .unroll(nt)
-            .unroll(mt)
-            .gpu_lanes(l);
-        mma_frag.update().reorder(mt, nt, r.x, r.y, l).unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
-        mma_out.compute_at(*y, nw)
-            .bound_extent(e, 4)
-            .bound_extent(l, 32)
-            .bound_extent(nt, NT)
-            .bound_extent(mt, MT)
-            .reorder(e, nt, mt, l)
+            .reorder(e, nt, mt, l, s)
             .unroll(e)
             .unroll(nt)
-            .unroll(mt)
-            .gpu_lanes(l);
+            .unroll(mt);
+        mma_frag.bound_extent(l, 32).bound_extent(nt, NT).bound_extent(mt, MT).unroll(nt).unroll(mt).gpu_lanes(l);
+        mma_frag.update().reorder(mt, nt, r.x, r.y, l, s).unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
+        if (S == 1) {
+            // Each warp's D floats stay in its lanes' registers.
+            mma_out.compute_at(*y, nw).gpu_lanes(l);
+            mma_frag.compute_at(*y, nw);
+        } else {
+            // Warp s of a block computes part s into shared memory; y adds the parts.
+            mma_out.compute_at(*y, no).store_in(MemoryType::GPUShared).gpu_threads(l, s);
+            mma_frag.compute_at(mma_out, s);
+            acc.compute_at(*y, ml).update().unroll(acc.rvars()[0]);
+        }
         w_rows.compute_at(mma_frag, r.y)
             .store_in(MemoryType::Register)
             .bound_extent(kv, LW)

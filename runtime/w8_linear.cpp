@@ -98,7 +98,9 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
     if (s == "cuda_smallbatch") return (tail || c.m <= v.param_int("batch", 1)) && words_fit(c, lane_k, w_vector);
     // Tensor cores: K in chunks of 16 elements per W word of a lane's run.
-    if (s == "cuda_mma") return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4));
+    if (s == "cuda_mma") {
+        return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4) * v.param_int("split_k", 1));
+    }
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
     if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));

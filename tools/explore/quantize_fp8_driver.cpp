@@ -98,48 +98,46 @@ public:
         const int64_t bands = (m_ + 127) / 128, KB = (k_ + B - 1) / B;
         char msg[200];
         if (o_.recipe == SCHEDX_RECIPE_AXISWISE) return check_axiswise(rows, cols, rs, cs, v, bands);
+        // One output's blocks: `line` is its row (cols: a column k of x, rows: a row m), its
+        // blocks [blk0, blk1) run along the line; the scale entry and codes of each compared.
+        auto check_side = [&](bool is_cols, int64_t line0, int64_t line1, int64_t blk0, int64_t blk1) -> std::string {
+            const std::vector<uint8_t> &out = is_cols ? cols : rows, &scales = is_cols ? cs : rs;
+            const int64_t along = is_cols ? m_ : k_, s1 = is_cols ? cs_[1] : rs_[1];
+            const char *name = is_cols ? "cols" : "rows";
+            // Rows i0..i1 and columns j0..j1 of x, given as (along, across) the line.
+            auto amax_of = [&](int64_t e0, int64_t e1, int64_t l0, int64_t l1) {
+                return is_cols ? amax(e0, e1, l0, l1) : amax(l0, l1, e0, e1);
+            };
+            for (int64_t line = line0; line < line1; line++) {
+                for (int64_t b = blk0; b < blk1; b++) {
+                    const float a = square ? amax_of(b * B, b * B + B, line / B * B, line / B * B + B)
+                                           : amax_of(b * B, b * B + B, line, line + 1);
+                    const int64_t at = mx ? line * s1 + b : square ? (line / B) * s1 + b : b * s1 + line;
+                    if (got_entry(scales, at) != entry(a)) {
+                        std::snprintf(msg, sizeof(msg), "%s scale at (line %lld, block %lld): want 0x%x got 0x%x", name,
+                                      (long long)line, (long long)b, entry(a), got_entry(scales, at));
+                        return msg;
+                    }
+                    for (int64_t e = b * B; e < std::min(b * B + B, along); e++) {
+                        const uint8_t w = is_cols ? code(v(e, line), a) : code(v(line, e), a);
+                        const uint8_t g = out[size_t(line) * along + e];
+                        if (g != w) {
+                            std::snprintf(msg, sizeof(msg), "%s at (line %lld, %lld): want 0x%02x got 0x%02x", name,
+                                          (long long)line, (long long)e, w, g);
+                            return msg;
+                        }
+                    }
+                }
+            }
+            return "";
+        };
         for (int64_t band = 0; band < bands; band++) {
             if (band % 8 != 0 && band != bands - 1) continue;
-            // Column blocks of this band (block1d: one per column; mx: four 32-row ones).
-            for (int64_t j = 0; j < k_; j++) {
-                const int64_t mb_end = (std::min((band + 1) * 128, m_) + B - 1) / B;
-                for (int64_t mb = band * 128 / B; mb < mb_end; mb++) {
-                    const float a = square ? amax(mb * B, mb * B + B, j / B * B, j / B * B + B) : amax(mb * B, mb * B + B, j, j + 1);
-                    const int64_t at = mx ? j * cs_[1] + mb : square ? (j / B) * cs_[1] + mb : mb * cs_[1] + j;
-                    if (got_entry(cs, at) != entry(a)) {
-                        std::snprintf(msg, sizeof(msg), "cols scale at (k %lld, mb %lld): want 0x%x got 0x%x", (long long)j,
-                                      (long long)mb, entry(a), got_entry(cs, at));
-                        return msg;
-                    }
-                    for (int64_t i = mb * B; i < std::min(mb * B + B, m_); i++) {
-                        const uint8_t w = code(v(i, j), a), g = cols[size_t(j) * m_ + i];
-                        if (g != w) {
-                            std::snprintf(msg, sizeof(msg), "cols at (%lld, %lld): want 0x%02x got 0x%02x", (long long)i,
-                                          (long long)j, w, g);
-                            return msg;
-                        }
-                    }
-                }
-            }
-            for (int64_t i = band * 128; i < std::min((band + 1) * 128, m_); i++) {
-                for (int64_t kb = 0; kb < KB; kb++) {
-                    const float a = square ? amax(i / B * B, i / B * B + B, kb * B, kb * B + B) : amax(i, i + 1, kb * B, kb * B + B);
-                    const int64_t at = mx ? i * rs_[1] + kb : square ? (i / B) * rs_[1] + kb : kb * rs_[1] + i;
-                    if (got_entry(rs, at) != entry(a)) {
-                        std::snprintf(msg, sizeof(msg), "rows scale at (m %lld, kb %lld): want 0x%x got 0x%x", (long long)i,
-                                      (long long)kb, entry(a), got_entry(rs, at));
-                        return msg;
-                    }
-                    for (int64_t j = kb * B; j < std::min(kb * B + B, k_); j++) {
-                        const uint8_t w = code(v(i, j), a), g = rows[size_t(i) * k_ + j];
-                        if (g != w) {
-                            std::snprintf(msg, sizeof(msg), "rows at (%lld, %lld): want 0x%02x got 0x%02x", (long long)i,
-                                          (long long)j, w, g);
-                            return msg;
-                        }
-                    }
-                }
-            }
+            // The band's column blocks (1x128: one per column; MX: four 32-row ones), then its rows.
+            const int64_t mb_end = (std::min((band + 1) * 128, m_) + B - 1) / B;
+            std::string failure = check_side(true, 0, k_, band * 128 / B, mb_end);
+            if (failure.empty()) failure = check_side(false, band * 128, std::min((band + 1) * 128, m_), 0, KB);
+            if (!failure.empty()) return failure;
         }
         return "";
     }

@@ -627,9 +627,8 @@ private:
     // split_k > 1 gives each block split_k warps along K instead, their D floats summed
     // through shared memory (w8_mma_2026-12-05_h200_b0d036e.md).
     void schedule_cuda_mma() {
-        const int NT = rows_per_warp / 16, MT = batch / 8, S = split_parts(), WB = S > 1 ? 1 : int(warps);
-        const int LW = load_words;
-        if (S > 1 && warps != 1) throw std::invalid_argument("cuda_mma with split_k > 1 takes warps = 1");
+        const int NT = rows_per_warp / 16, MT = batch / 8, S = split_parts(), WB = warps, LW = load_words;
+        if (S > 1 && WB != 1) throw std::invalid_argument("cuda_mma with split_k > 1 takes warps = 1");
         constrain_words();
         // From 0, so that Halide sees which lane and float hold each output (n % 16, m % 8).
         y->dim(0).set_min(0);

@@ -103,7 +103,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     }
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
-    if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 8));
+    if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 1));
     // The in-place rescale moves 8-output vectors.
     if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
     if (is_cublas_path(v)) return cublas_fits(c);

@@ -59,7 +59,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const int64_t load_words = p.count("load_words") ? std::stoll(p["load_words"]) : 4;
     const int64_t step = 128 * load_words;
     const int64_t batch = p.count("batch") ? std::stoll(p["batch"]) : 1;
-    const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 8;
+    const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 1;
     // k_tail: K in whole vectors of W (4 * vector_words bytes), the part past the steps guarded.
     const bool tail = p["k_tail"] == "true";
     const int64_t lane_k = tail ? 4 * (p.count("vector_words") ? std::stoll(p["vector_words"]) : 4) : step;
@@ -77,7 +77,7 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % lane_k == 0;
                 else if (s == "cuda_smallbatch") runs = (tail || m <= batch) && k % lane_k == 0;
-                else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words) == 0;
+                else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words * split) == 0;
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
                 if (runs && m * n * k <= 16 * 4096 * 4096) out.push_back({m, n, k});
             }

@@ -54,7 +54,7 @@ long constant_of(const std::string &e) {
 
 }  // namespace
 
-TEST_CASE("CUDA launches: constant threads per block within 1024, constant shared memory within 48 KiB") {
+TEST_CASE("CUDA launches: constant threads per block within 1024, shared memory within 48 KiB where it is constant") {
     std::set<std::string> ops;
     int checked = 0;
     for (const schedx::Variant &v : schedx::registry()) {
@@ -70,11 +70,12 @@ TEST_CASE("CUDA launches: constant threads per block within 1024, constant share
             CHECK((tx > 0 && ty > 0 && tz > 0));
             CHECK(tx * ty * tz <= 1024);
             // Halide's runtime asks for no more than the default 48 KiB of dynamic shared memory.
+            // Some general variants size theirs per call (-1 here); the rest must fit.
             const long shared = constant_of(l.dims[6]);
-            if (v.param("axis_pass") == "first") CHECK(shared >= 0);
             CHECK(shared <= 48 * 1024);
-            // The quantize first pass walks strips along the grid's x, so any M fits it.
+            // The quantize first pass: constant shared memory, strips along the grid's x (any M).
             if (v.param("axis_pass") == "first") {
+                CHECK(shared >= 0);
                 CHECK(l.dims[1] == "1");
                 CHECK(l.dims[2] == "1");
             }

@@ -2,7 +2,8 @@
 
 Back-to-back calls on small shapes (the GPU keeps up, so the host is what is measured),
 median of 7 rounds of 400 calls, the paths of one call alternated over 3 rounds (the
-least kept): torch.ops.schedx.w8_linear and the cast operators with their C++ kernels
+least kept): torch.ops.schedx.w8_linear and the cast operators (current scaling in one op
+against its steps as separate ops) with their C++ kernels
 (libschedx_torch.so, where built) and the same schemas served by the Python kernels
 (registered here under schedx_bench), the Python kernel without the dispatcher, the raw
 C ABI through ctypes, and eager PyTorch on the same tensors; then, on CUDA, the
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx  # noqa: E402
+import schedx.nn as snn  # noqa: E402
 import schedx.ops  # noqa: E402
 from schedx import _capi  # noqa: E402
 from compare_torch import environment, md_table, per_call_us, write_report  # noqa: E402
@@ -112,6 +114,23 @@ def main():
         (f"torch.ops.schedx.cast_transpose_fp8_amax, {kernel}",
          lambda: torch.ops.schedx.cast_transpose_fp8_amax(xc, sc, fp8)),
         ("C ABI through ctypes", lambda: lib.schedx_cast_transpose_fp8(*cc_args)),
+    ])
+
+    def eager_current():
+        scale = snn.amax_to_scale(xc.abs().amax().reshape(1), fp8)
+        f = torch.clamp(xc.float() * scale, -448, 448).to(fp8)
+        return f, f.t().contiguous().t(), scale.reciprocal()
+
+    def separate_ops():  # schedx.nn.Float8Linear's current scaling before the fused op
+        scale = snn.amax_to_scale(torch.ops.schedx.abs_max(xc), fp8)
+        r, c = torch.ops.schedx.cast_transpose_fp8(xc, scale, fp8)
+        return r, c, scale.reciprocal()
+
+    rows += alternated(f"current scaling {m}x{k}", [
+        ("eager PyTorch (amax, scale, cast, transpose copy, reciprocal)", eager_current),
+        ("abs_max, the scale by torch ops, cast_transpose_fp8, reciprocal", separate_ops),
+        (f"torch.ops.schedx.cast_transpose_fp8_current_scaling, {kernel}",
+         lambda: torch.ops.schedx.cast_transpose_fp8_current_scaling(xc, fp8)),
     ])
     rows += alternated(f"abs_max {m}x{k}", [
         ("eager x.abs().amax()", lambda: xc.abs().amax()),

@@ -4,6 +4,9 @@
 // ../shared/HALIDE.md), so every format is handled as integer bit patterns here.
 #pragma once
 
+#include <cmath>
+#include <cstring>
+
 #include "Halide.h"
 
 namespace schedx {
@@ -22,6 +25,61 @@ inline const std::map<std::string, ElemType> &elem_type_names() {
 inline int elem_bits(ElemType t) { return t == ElemType::fp32 ? 32 : 16; }
 
 inline Expr u32(uint32_t v) { return Halide::cast<uint32_t>(Halide::Expr(v)); }
+
+inline Expr u64(uint64_t v) { return Halide::cast<uint64_t>(Halide::Expr(v)); }
+
+inline uint32_t bits_of(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+// Float bits of p * 2^e2, rounded to nearest even as IEEE fp32 rounds (subnormals kept,
+// overflow to inf). p: uint64 below 2^62; e2: int32. Integer only, so the GPU's ftz cannot
+// touch it.
+inline Expr float_bits_of(Expr p, Expr e2) {
+    using namespace Halide;
+    p = cast<uint64_t>(p);
+    Expr msb = 63 - cast<int>(count_leading_zeros(p));
+    Expr last = max(msb + e2 - 23, -149);  // binary exponent of the result's last mantissa bit
+    Expr shift = last - e2;
+    Expr s = cast<uint64_t>(clamp(shift, 1, 63));
+    Expr q = p >> s, rem = p & ((u64(1) << s) - 1), half = u64(1) << (s - 1);
+    Expr rounded = q + select(rem > half || (rem == half && (q & 1) == 1), u64(1), u64(0));
+    Expr mant = select(shift > 0, rounded, p << cast<uint64_t>(clamp(-shift, 0, 63)));
+    Expr bits = (cast<uint64_t>(last + 149) << 23) + mant;
+    return select(p == 0, u32(0), cast<uint32_t>(min(bits, u64(0x7F800000))));
+}
+
+// The fp64 value of normal fp32 bits, built from the bits (a float-to-double conversion
+// would flush nothing here, but the operands are built exactly either way).
+inline Expr double_of_normal(Expr bits) {
+    return Halide::reinterpret<double>((Halide::cast<uint64_t>(bits) << 29) + (u64(1023 - 127) << 52));
+}
+
+// fp32 bits of a positive normal fp64 value, correctly rounded (a double quotient of fp32
+// operands rounds to fp32 without a double-rounding error: 53 >= 2 * 24 + 2).
+inline Expr float_bits_of_double(Expr d) {
+    Expr b = Halide::reinterpret<uint64_t>(d);
+    Expr e = Halide::cast<int>((b >> 52) & u64(0x7FF));
+    return float_bits_of((b & u64((uint64_t(1) << 52) - 1)) | u64(uint64_t(1) << 52), e - 1075);
+}
+
+// torchao's amax_to_scale, fp32(fp8_max / max(amax, 1e-12)) in fp64, from the bits of a
+// non-negative amax (NaN propagates, inf gives 0): the quotient of exact operands, rounded
+// to fp32 by integer code. Power-of-two scales mask the mantissa, which equals torchao's
+// exp2(floor(log2(s))) except where its fp32 log2 rounds up to an integer (s within ~2^-21
+// relative below a power of two: amax of fp32 inputs only).
+inline Expr torchao_scale_bits(Expr amax, Expr is_e5m2, Expr pow2) {
+    using namespace Halide;
+    // The smallest float >= 1e-12: amax below it clamps to 1e-12 (a double).
+    const float e = float(1e-12), first = double(e) >= 1e-12 ? e : std::nextafter(e, 1.0f);
+    Expr fp8_max = select(is_e5m2, Expr(57344.0), Expr(448.0));
+    Expr a = select(amax < u32(bits_of(first)), Expr(1e-12), double_of_normal(amax));
+    Expr q = float_bits_of_double(strict_float(fp8_max / a));
+    Expr s = select(amax > u32(0x7F800000), u32(0x7FC00000), amax == u32(0x7F800000), u32(0), q);
+    return select(pow2 && s < u32(0x7F800000), s & u32(0xFF800000), s);  // a NaN scale stays NaN
+}
 
 // Bits (in the low 16 of a uint32) of a bf16 or fp16 value, or the bits of an fp32,
 // to the float it denotes. Exact for every bit pattern.

@@ -44,52 +44,19 @@
 namespace {
 
 using namespace Halide;
+using schedx::bits_of;
 using schedx::ElemType;
+using schedx::double_of_normal;
+using schedx::float_bits_of;
+using schedx::float_bits_of_double;
 using schedx::u32;
+using schedx::u64;
 
 enum class Recipe { block1d, block2d, mx, axis };
 enum class Outputs { both, rows, cols };
 // Axiswise in one pipeline (x read for each maximum and each copy), or in two: the first
 // writes rows, its scales and per-strip column maxima, the second cols from those maxima.
 enum class AxisPass { single, first, second };
-
-Expr u64(uint64_t v) { return cast<uint64_t>(Expr(v)); }
-
-// Float bits of p * 2^e2, rounded to nearest even as IEEE fp32 rounds (subnormals kept,
-// overflow to inf). p: uint64 below 2^62; e2: int32. Integer only, so the GPU's ftz cannot
-// touch it.
-Expr float_bits_of(Expr p, Expr e2) {
-    p = cast<uint64_t>(p);
-    Expr msb = 63 - cast<int>(count_leading_zeros(p));
-    Expr last = max(msb + e2 - 23, -149);  // binary exponent of the result's last mantissa bit
-    Expr shift = last - e2;
-    Expr s = cast<uint64_t>(clamp(shift, 1, 63));
-    Expr q = p >> s, rem = p & ((u64(1) << s) - 1), half = u64(1) << (s - 1);
-    Expr rounded = q + select(rem > half || (rem == half && (q & 1) == 1), u64(1), u64(0));
-    Expr mant = select(shift > 0, rounded, p << cast<uint64_t>(clamp(-shift, 0, 63)));
-    Expr bits = (cast<uint64_t>(last + 149) << 23) + mant;
-    return select(p == 0, u32(0), cast<uint32_t>(min(bits, u64(0x7F800000))));
-}
-
-// The fp64 value of normal fp32 bits, built from the bits (a float-to-double conversion
-// would flush nothing here, but the operands are built exactly either way).
-Expr double_of_normal(Expr bits) {
-    return reinterpret<double>((cast<uint64_t>(bits) << 29) + (u64(1023 - 127) << 52));
-}
-
-// fp32 bits of a positive normal fp64 value, correctly rounded (a double quotient of fp32
-// operands rounds to fp32 without a double-rounding error: 53 >= 2 * 24 + 2).
-Expr float_bits_of_double(Expr d) {
-    Expr b = reinterpret<uint64_t>(d);
-    Expr e = cast<int>((b >> 52) & u64(0x7FF));
-    return float_bits_of((b & u64((uint64_t(1) << 52) - 1)) | u64(uint64_t(1) << 52), e - 1075);
-}
-
-uint32_t bits_of(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
 
 // The largest finite value of the input dtype (TE's value_for_inf).
 uint32_t max_finite_bits(ElemType t) {
@@ -488,20 +455,8 @@ private:
         }
     }
 
-    // torchao's amax_to_scale from amax bits (NaN propagated): fp64 quotient of exact
-    // operands, rounded to fp32 by integer code; power-of-two by masking the mantissa, which
-    // equals torchao's exp2(floor(log2(s))) except where its fp32 log2 rounds up to an
-    // integer (s within ~2^-21 relative below a power of two: amax of fp32 inputs only).
-    Expr axis_scale_bits(Expr amax) {
-        // The smallest float >= 1e-12: amax below it clamps to 1e-12 (a double).
-        const float e = float(1e-12), first = double(e) >= 1e-12 ? e : std::nextafter(e, 1.0f);
-        const uint32_t eps_bits = bits_of(first);
-        Expr fp8_max = select(fp8_format_is_e5m2(), Expr(57344.0), Expr(448.0));
-        Expr a = select(amax < u32(eps_bits), Expr(1e-12), double_of_normal(amax));
-        Expr q = float_bits_of_double(strict_float(fp8_max / a));
-        Expr s = select(amax > u32(0x7F800000), u32(0x7FC00000), amax == u32(0x7F800000), u32(0), q);
-        return select(pow2_scales != 0 && s < u32(0x7F800000), s & u32(0xFF800000), s);  // a NaN scale stays NaN
-    }
+    // torchao's amax_to_scale from amax bits (schedx::torchao_scale_bits).
+    Expr axis_scale_bits(Expr amax) { return schedx::torchao_scale_bits(amax, fp8_format_is_e5m2(), pow2_scales != 0); }
 
     // fp8 of fp32(v * scale), torchao's order (NaN scale: NaN codes; scale 0: x * 0).
     Expr axis_quantize(Expr v, Expr scale, Expr is_e5m2) {

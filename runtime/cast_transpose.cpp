@@ -115,13 +115,22 @@ schedx_status write_empty_amax(Device device, const CastTransposeCall &c, void *
 }  // namespace
 }  // namespace schedx
 
-extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx,
-                                                   schedx_dtype x_dtype, const float *scale,
-                                                   schedx_fp8_format format, uint8_t *rows, int64_t ld_rows,
-                                                   uint8_t *cols, int64_t ld_cols, float *amax, float *scale_inv,
-                                                   schedx_device device, void *stream) {
-    using namespace schedx;
-    clear_error();
+namespace schedx {
+namespace {
+
+// A cast's checked arguments.
+struct CheckedCast {
+    CastTransposeCall c;
+    Device dev;
+    const char *in_type;
+    void *ctx;
+};
+
+// Checks a cast's arguments. `scale_written`: the call computes scale (current scaling)
+// rather than reading it.
+schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const float *scale,
+                         bool scale_written, schedx_fp8_format format, uint8_t *rows, int64_t ld_rows, uint8_t *cols,
+                         int64_t ld_cols, float *amax, float *scale_inv, schedx_device device, CheckedCast *out) {
     Device dev;
     schedx_status s;
     if ((s = check_device(device, &dev)) || (s = check_not_negative("m", m)) || (s = check_not_negative("k", k))) {
@@ -146,36 +155,46 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         return s;
     }
     const int elem_bytes = x_dtype == SCHEDX_FP32 ? 4 : 2;
-    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}, {"scale", scale, 1, 1, 1, 4, false}};
+    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}, {"scale", scale, 1, 1, 1, 4, scale_written}};
     if (rows) spans.push_back({"rows", rows, m, k, ld_rows, 1, true});
     if (cols) spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
     if (amax) spans.push_back({"amax", amax, 1, 1, 1, 4, true});
     if (scale_inv) spans.push_back({"scale_inv", scale_inv, 1, 1, 1, 4, true});
     void *ctx = nullptr;
     if ((s = check_spans(spans, dev, &ctx))) return s;
+    *out = {{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv}, dev, in_type, ctx};
+    return SCHEDX_OK;
+}
 
-    const CastTransposeCall c{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv};
-    if (empty) return amax ? write_empty_amax(dev, c, stream, ctx) : SCHEDX_OK;
-    const std::string outputs = rows && cols ? "both" : (rows ? "rows" : "cols");
-    const std::string fp8_name = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
-    const bool want_amax = amax || scale_inv;
+// Runs a checked cast of a non-empty x by the variant dispatch picks (and the amax pass where
+// the call wants amax and that variant has no fused amax).
+schedx_status run_cast(const CheckedCast &cc, void *stream) {
+    const CastTransposeCall &c = cc.c;
+    const Device dev = cc.dev;
+    void *ctx = cc.ctx;
+    const int64_t m = c.m, k = c.k;
+    const std::string outputs = c.rows && c.cols ? "both" : (c.rows ? "rows" : "cols");
+    const bool e5m2 = c.format == SCHEDX_E5M2;
+    const std::string fp8_name = e5m2 ? "e5m2" : "e4m3";
+    const bool want_amax = c.amax || c.scale_inv;
     const Workload w{"cast_transpose",
-                     std::string(in_type) + "->" + (format == SCHEDX_E5M2 ? "e5m2" : "e4m3fn") + ":" + outputs +
+                     std::string(cc.in_type) + "->" + (e5m2 ? "e5m2" : "e4m3fn") + ":" + outputs +
                          (want_amax ? "+amax" : ""),
                      dev,
                      {m, k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(w.op, dev, w.dtypes, [&](const Variant &v) {
         const std::string_view fp8 = v.param("fp8", "any");
         // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
-        return v.param("in_type") == in_type && v.param("outputs", "both") == outputs &&
+        return v.param("in_type") == cc.in_type && v.param("outputs", "both") == outputs &&
                (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);
     });
-    const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes,
-                     aligned16(x), !rows || aligned16(rows), !cols || aligned16(cols)};
+    const RunKey key{m, k, c.ldx, c.rows ? c.ld_rows : -1, c.cols ? c.ld_cols : -1, c.elem_bytes,
+                     aligned16(c.x), !c.rows || aligned16(c.rows), !c.cols || aligned16(c.cols)};
     const auto runnable =
         runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
                           [&](const Variant &v) { return loses_untuned(v); });
     const Variant *v = nullptr;
+    schedx_status s;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     const bool fused_amax = v->param("with_amax") == "true";
@@ -201,6 +220,68 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
         if (tile_sink) call.bind_matrix("tile_sink", tile_sink, r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
         if ((s = call.run())) return s;
     }
-    if (want_amax && !fused_amax) return run_amax_pass(dev, in_type, c, stream, ctx);
+    if (want_amax && !fused_amax) return run_amax_pass(dev, cc.in_type, c, stream, ctx);
     return SCHEDX_OK;
+}
+
+// scale and scale_inv from amax by torchao's tensorwise rule (current_scale pipeline).
+schedx_status run_current_scale(const CheckedCast &cc, float *scale, int pow2_scales, void *stream) {
+    const auto &found = candidates("current_scale", cc.dev, "", [](const Variant &) { return true; });
+    if (found.empty()) return fail(SCHEDX_ERR_NO_VARIANT, "no current_scale variant");
+    PipelineCall call(*found.front(), stream, cc.ctx);
+    call.bind_scalar_buffer("amax", cc.c.amax);
+    call.bind_int("fp8_format", cc.c.format);
+    call.bind_int("pow2_scales", pow2_scales != 0);
+    call.bind_scalar_buffer("scales.0", scale);
+    call.bind_scalar_buffer("scales.1", cc.c.scale_inv);
+    return call.run();
+}
+
+}  // namespace
+}  // namespace schedx
+
+extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx,
+                                                   schedx_dtype x_dtype, const float *scale,
+                                                   schedx_fp8_format format, uint8_t *rows, int64_t ld_rows,
+                                                   uint8_t *cols, int64_t ld_cols, float *amax, float *scale_inv,
+                                                   schedx_device device, void *stream) {
+    using namespace schedx;
+    clear_error();
+    CheckedCast cc;
+    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, false, format, rows, ld_rows, cols, ld_cols, amax,
+                                 scale_inv, device, &cc);
+    if (s) return s;
+    if (m == 0 || k == 0) return amax ? write_empty_amax(cc.dev, cc.c, stream, cc.ctx) : SCHEDX_OK;
+    return run_cast(cc, stream);
+}
+
+extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m, int64_t k, int64_t ldx,
+                                                                   schedx_dtype x_dtype, schedx_fp8_format format,
+                                                                   int pow2_scales, uint8_t *rows, int64_t ld_rows,
+                                                                   uint8_t *cols, int64_t ld_cols, float *amax,
+                                                                   float *scale, float *scale_inv,
+                                                                   schedx_device device, void *stream) {
+    using namespace schedx;
+    clear_error();
+    if (!amax || !scale_inv) {
+        return fail(SCHEDX_ERR_NULL_POINTER, "amax, scale and scale_inv are required: current scaling writes them");
+    }
+    CheckedCast cc;
+    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, true, format, rows, ld_rows, cols, ld_cols, amax,
+                                 scale_inv, device, &cc);
+    if (s) return s;
+    // amax (0 for an empty x), then the scale from it, then the cast with that scale: in
+    // stream order on CUDA, with no copy to the host.
+    const bool empty = m == 0 || k == 0;
+    if (empty && cc.dev == Device::cpu) {
+        *amax = 0.0f;
+    } else if (empty) {
+        s = cuda_fill_words(cc.ctx, stream, amax);
+    } else {
+        s = run_abs_max(cc.dev, cc.in_type, x, m, k, ldx, cc.c.elem_bytes, amax, stream, cc.ctx);
+    }
+    if (s || (s = run_current_scale(cc, scale, pow2_scales, stream)) || empty) return s;
+    CheckedCast cast = cc;
+    cast.c.amax = cast.c.scale_inv = nullptr;  // written above
+    return run_cast(cast, stream);
 }

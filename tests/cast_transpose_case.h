@@ -17,8 +17,10 @@ struct CastTransposeCase {
     int64_t ldx, ld_rows, ld_cols;  // 0: tight
     schedx_dtype dtype = SCHEDX_BF16;
     schedx_fp8_format format = SCHEDX_E4M3FN;
-    float scale = 1.0f;
+    float scale = 1.0f;  // with current_scaling, computed from x instead
     bool rows = true, cols = true, amax = false;
+    // schedx_cast_transpose_fp8_current_scaling: amax, scale and scale_inv are outputs.
+    bool current_scaling = false, pow2_scales = false;
 };
 
 // Host views of every argument; `run` may copy them to a device and back.
@@ -28,6 +30,12 @@ struct CastTransposeBuffers {
 using CastTransposeRunner = std::function<schedx_status(const CastTransposeCase &, CastTransposeBuffers &)>;
 
 inline schedx_status run_on_cpu(const CastTransposeCase &c, CastTransposeBuffers &b) {
+    if (c.current_scaling) {
+        return schedx_cast_transpose_fp8_current_scaling(
+            b.x->data(), c.m, c.k, c.ldx, c.dtype, c.format, c.pow2_scales, c.rows ? b.rows->data() : nullptr,
+            c.ld_rows, c.cols ? b.cols->data() : nullptr, c.ld_cols, b.amax->as<float>(), b.scale->as<float>(),
+            b.scale_inv->as<float>(), SCHEDX_DEVICE_CPU, nullptr);
+    }
     return schedx_cast_transpose_fp8(b.x->data(), c.m, c.k, c.ldx, c.dtype, b.scale->as<float>(), c.format,
                                      c.rows ? b.rows->data() : nullptr, c.ld_rows, c.cols ? b.cols->data() : nullptr,
                                      c.ld_cols, c.amax ? b.amax->as<float>() : nullptr,
@@ -59,7 +67,7 @@ inline std::string check_cast_transpose(CastTransposeCase c, const std::function
             std::memcpy(x.data() + (size_t(i) * c.ldx + j) * eb, &v, eb);
         }
     }
-    std::memcpy(scale.data(), &c.scale, 4);
+    if (!c.current_scaling) std::memcpy(scale.data(), &c.scale, 4);  // else an output, left poisoned
     CastTransposeBuffers b{&x, &scale, &rows, &cols, &amax, &scale_inv};
     schedx_status s = run(c, b);
     std::ostringstream err;
@@ -72,11 +80,17 @@ inline std::string check_cast_transpose(CastTransposeCase c, const std::function
     bool any_nan = false;
     for (int64_t i = 0; i < c.m; i++) {
         for (int64_t j = 0; j < c.k; j++) {
-            const uint32_t xb = bits(i, j);
-            const float v = element_value(c, xb);
+            const float v = element_value(c, bits(i, j));
             any_nan |= std::isnan(v);
             if (!std::isnan(v)) max_abs = std::max(max_abs, std::fabs(v));
-            const uint8_t want = ref::encode(v * c.scale, t);
+        }
+    }
+    const float want_amax = any_nan ? NAN : max_abs;
+    if (c.current_scaling) c.scale = ref::torchao_scale(c.format == SCHEDX_E5M2 ? 57344.0 : 448.0, want_amax, c.pow2_scales);
+    for (int64_t i = 0; i < c.m; i++) {
+        for (int64_t j = 0; j < c.k; j++) {
+            const uint32_t xb = bits(i, j);
+            const uint8_t want = ref::encode(element_value(c, xb) * c.scale, t);
             const uint8_t got_r = c.rows ? rows.data()[i * c.ld_rows + j] : want;
             const uint8_t got_c = c.cols ? cols.data()[j * c.ld_cols + i] : want;
             if (got_r != want || got_c != want) {
@@ -97,13 +111,24 @@ inline std::string check_cast_transpose(CastTransposeCase c, const std::function
             if (cols.data()[j * c.ld_cols + i] != kPoison) return "cols padding written";
         }
     }
-    if (c.amax) {
+    // Floats compared as bits, NaN as any NaN.
+    auto same = [](float got, float want) {
+        return std::isnan(want) ? std::isnan(got) : ref::float_to_bits(got) == ref::float_to_bits(want);
+    };
+    if (c.amax || c.current_scaling) {
         const float got = *amax.as<float>(), inv = *scale_inv.as<float>();
-        if (any_nan ? !std::isnan(got) : got != max_abs) {
-            err << "amax " << got << " want " << (any_nan ? NAN : max_abs);
+        if (!same(got, want_amax)) {
+            err << "amax " << got << " want " << want_amax;
             return err.str();
         }
-        if (inv != 1.0f / c.scale) return "scale_inv wrong";
+        if (c.current_scaling && !same(*scale.as<float>(), c.scale)) {
+            err << "scale " << *scale.as<float>() << " want " << c.scale;
+            return err.str();
+        }
+        if (!same(inv, 1.0f / c.scale)) {
+            err << "scale_inv " << inv << " want " << 1.0f / c.scale;
+            return err.str();
+        }
     }
     for (Guarded *g : {&x, &scale, &rows, &cols, &amax, &scale_inv}) {
         if (!g->guards_intact()) return "guard bytes overwritten";

@@ -68,11 +68,7 @@ inline float mx_scaled(float x, uint8_t byte, const schedx_quantize_fp8_options 
 
 // torchao's amax_to_scale (fp64 quotient, fp32 result) and _round_scale_down_to_power_of_2.
 inline float axis_scale(float amax, const schedx_quantize_fp8_options &o) {
-    const double fp8_max = o.format == SCHEDX_E5M2 ? 57344.0 : 448.0;
-    const double a = std::isnan(amax) ? double(amax) : std::max(double(amax), 1e-12);
-    float s = float(fp8_max / a);
-    if (o.pow2_scales) s = std::exp2(std::floor(std::log2(s)));
-    return s;
+    return ref::torchao_scale(o.format == SCHEDX_E5M2 ? 57344.0 : 448.0, amax, o.pow2_scales);
 }
 
 }  // namespace qref

@@ -71,4 +71,12 @@ inline uint8_t encode(float v, const Fp8Table &t) {
     return uint8_t(code) | sign;
 }
 
+// torchao's tensorwise amax_to_scale: fp32(fp8_max / max(amax, 1e-12)) in fp64, NaN kept,
+// and _round_scale_down_to_power_of_2 (exp2(floor(log2(s)))) when pow2.
+inline float torchao_scale(double fp8_max, float amax, bool pow2) {
+    const double a = std::isnan(amax) ? double(amax) : std::max(double(amax), 1e-12);
+    const float s = float(fp8_max / a);
+    return pow2 ? std::exp2(std::floor(std::log2(s))) : s;
+}
+
 }  // namespace ref

@@ -131,3 +131,52 @@ TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and 
     }
     CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
 }
+
+TEST_CASE("current scaling: amax, then torchao's scale and its inverse, then the cast with that scale") {
+    auto finite = [](int64_t i, int64_t j) { return uint32_t(ref::float_to_bf16(float(i * 3 - j) * 1.7e-3f)); };
+    auto with_nan = [](int64_t i, int64_t j) { return i == 3 && j == 2 ? 0x7FC1u : uint32_t(ref::float_to_bf16(float(i - j))); };
+    auto with_inf = [](int64_t i, int64_t j) { return i == 1 && j == 4 ? 0xFF80u : uint32_t(ref::float_to_bf16(float(i - j))); };
+    auto zeros = [](int64_t, int64_t) { return 0u; };
+    auto tiny = [](int64_t i, int64_t j) { return uint32_t(ref::float_to_bf16(float(i + j + 1) * 1e-20f)); };  // amax < 1e-12
+    auto all_bits = [](int64_t i, int64_t j) { return uint32_t(i * 256 + j) & 0xFFFFu; };
+    auto patterns = {+finite, +with_nan, +with_inf, +zeros, +tiny};
+    for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+        for (bool pow2 : {false, true}) {
+            int which = 0;
+            for (auto *fn : patterns) {
+                CAPTURE(f);
+                CAPTURE(pow2);
+                CAPTURE(which++);
+                CastTransposeCase c{130, 70, 0, 0, 0, SCHEDX_BF16, f};
+                c.current_scaling = true;
+                c.pow2_scales = pow2;
+                CHECK(check_cast_transpose(c, fn) == "");
+                c.cols = false;
+                CHECK(check_cast_transpose(c, fn) == "");
+                c.cols = true;
+                c.rows = false;
+                c.ldx = 75;
+                c.ld_cols = 131;
+                CHECK(check_cast_transpose(c, fn) == "");
+            }
+        }
+    }
+    // fp16 and fp32 inputs; the fp32 amax 3.7 gives a scale that is no power of two.
+    CastTransposeCase c16{256, 256, 0, 0, 0, SCHEDX_FP16, SCHEDX_E4M3FN};
+    c16.current_scaling = true;
+    CHECK(check_cast_transpose(c16, [&](int64_t i, int64_t j) { return all_bits(i, j) & 0x7BFFu; }) == "");
+    for (bool pow2 : {false, true}) {
+        CastTransposeCase c32{64, 96, 0, 0, 0, SCHEDX_FP32, SCHEDX_E5M2};
+        c32.current_scaling = true;
+        c32.pow2_scales = pow2;
+        CHECK(check_cast_transpose(c32, [](int64_t i, int64_t j) {
+                  return ref::float_to_bits(i == 7 && j == 9 ? -3.7f : float(i - j) / 100.0f);
+              }) == "");
+    }
+    // An empty x: amax 0, so scale is fp8_max / 1e-12, with nothing cast.
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{0, 5}, {5, 0}}) {
+        CastTransposeCase e{m, k, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN};
+        e.current_scaling = true;
+        CHECK(check_cast_transpose(e, zeros) == "");
+    }
+}

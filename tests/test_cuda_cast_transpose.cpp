@@ -26,13 +26,20 @@ schedx_status run_on_cuda(const CastTransposeCase &c, CastTransposeBuffers &b) {
     // The uploads ran on the legacy default stream, which a non-blocking stream does not
     // wait for.
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    schedx_status s = schedx_cast_transpose_fp8(
-        x.ptr(), c.m, c.k, c.ldx, c.dtype, scale.as<float>(), c.format, c.rows ? rows.ptr() : nullptr, c.ld_rows,
-        c.cols ? cols.ptr() : nullptr, c.ld_cols, c.amax ? amax.as<float>() : nullptr,
-        c.amax ? scale_inv.as<float>() : nullptr, SCHEDX_DEVICE_CUDA, test_stream);
+    schedx_status s =
+        c.current_scaling
+            ? schedx_cast_transpose_fp8_current_scaling(x.ptr(), c.m, c.k, c.ldx, c.dtype, c.format, c.pow2_scales,
+                                                        c.rows ? rows.ptr() : nullptr, c.ld_rows,
+                                                        c.cols ? cols.ptr() : nullptr, c.ld_cols, amax.as<float>(),
+                                                        scale.as<float>(), scale_inv.as<float>(), SCHEDX_DEVICE_CUDA,
+                                                        test_stream)
+            : schedx_cast_transpose_fp8(x.ptr(), c.m, c.k, c.ldx, c.dtype, scale.as<float>(), c.format,
+                                        c.rows ? rows.ptr() : nullptr, c.ld_rows, c.cols ? cols.ptr() : nullptr,
+                                        c.ld_cols, c.amax ? amax.as<float>() : nullptr,
+                                        c.amax ? scale_inv.as<float>() : nullptr, SCHEDX_DEVICE_CUDA, test_stream);
     if (s != SCHEDX_OK) return s;
     REQUIRE(cudaStreamSynchronize(test_stream) == cudaSuccess);
-    for (DeviceCopy *d : {&rows, &cols, &amax, &scale_inv}) d->back();
+    for (DeviceCopy *d : {&rows, &cols, &amax, &scale, &scale_inv}) d->back();
     for (DeviceCopy *d : {&x, &scale, &rows, &cols, &amax, &scale_inv}) {
         CHECK_MESSAGE(d->guards_intact(), "device guard bytes overwritten");
     }
@@ -389,6 +396,35 @@ TEST_CASE("empty x: amax 0 and scale_inv 1 / scale on the stream, nothing else w
         }
     }
     for (void *p : {static_cast<void *>(scalars), static_cast<void *>(out)}) REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("current scaling on the device: amax, torchao's scale and the cast in stream order") {
+    auto with_nan = [](int64_t i, int64_t j) { return i == 3 && j == 2 ? 0x7FC1u : random_half(i, j) & 0x3FFFu; };
+    auto with_inf = [](int64_t i, int64_t j) { return i == 1 && j == 4 ? 0xFF80u : random_half(i, j) & 0x3FFFu; };
+    auto zeros = [](int64_t, int64_t) { return 0u; };
+    auto finite = [](int64_t i, int64_t j) { return random_half(i, j) & 0xBFFFu; };  // exponents below 2^1
+    struct Shape {
+        int64_t m, k;
+    };
+    // Word tiles, a ragged shape in 16-byte steps, element tiles, skinny, the general variant.
+    for (Shape sh : {Shape{256, 256}, Shape{1040, 272}, Shape{130, 70}, Shape{1, 300}, Shape{40, 40}, Shape{0, 5}}) {
+        for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+            for (bool pow2 : {false, true}) {
+                int which = 0;
+                for (auto *fn : {+finite, +with_nan, +with_inf, +zeros}) {
+                    CAPTURE(sh.m);
+                    CAPTURE(sh.k);
+                    CAPTURE(f);
+                    CAPTURE(pow2);
+                    CAPTURE(which++);
+                    CastTransposeCase c{sh.m, sh.k, 0, 0, 0, SCHEDX_BF16, f};
+                    c.current_scaling = true;
+                    c.pow2_scales = pow2;
+                    CHECK(check_cast_transpose(c, fn, run_on_cuda) == "");
+                }
+            }
+        }
+    }
 }
 
 int main(int argc, char **argv) { return test::cuda_test_main(argc, argv); }

@@ -91,6 +91,16 @@ struct CtArgs {
     Snapshot snapshot() { return Snapshot({&xb, &scaleb, &rowsb, &colsb, &amaxb, &scale_invb}); }
 };
 
+// The same buffers for schedx_cast_transpose_fp8_current_scaling, where scale is an output.
+struct CurrentScalingArgs : CtArgs {
+    int pow2_scales = 0;
+    schedx_status call() const {
+        return schedx_cast_transpose_fp8_current_scaling(x, m, k, ldx, dtype, format, pow2_scales, rows, ld_rows, cols,
+                                                         ld_cols, amax, const_cast<float *>(scale), scale_inv, device,
+                                                         nullptr);
+    }
+};
+
 // Arguments of one w8_linear call: y[2][4] from x[2][8] and W[4][8], into poison.
 struct W8Args {
     Guarded xb{2 * 8 * 2}, wb{4 * 8}, scalesb{4 * 4}, biasb{4 * 4}, yb{2 * 4 * 2};
@@ -240,6 +250,37 @@ TEST_CASE("cast_transpose: each bad argument has its status and message, and not
               a.ldx = kWideLd;
           },
           {SCHEDX_ERR_SIZE_OVERFLOW, "x: 3 rows of leading dimension 1000000000"}},
+    });
+}
+
+TEST_CASE("cast_transpose current scaling: the valid call writes amax, scale, scale_inv and both copies") {
+    CurrentScalingArgs a;
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(*a.amax == 1.0f);
+    CHECK(*a.scale == 448.0f);
+    CHECK(*a.scale_inv == 1.0f / 448.0f);
+    CHECK(a.rowsb.data()[31] == 0x7E);  // e4m3fn 448
+    CHECK(a.colsb.data()[31] == 0x7E);
+}
+
+TEST_CASE("cast_transpose current scaling: each bad argument has its status and message, and nothing is written") {
+    using C = Case<CurrentScalingArgs>;
+    using A = CurrentScalingArgs;
+    run_cases<A>({
+        C{"amax NULL", [](A &a) { a.amax = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "amax, scale and scale_inv are required"}},
+        C{"scale_inv NULL", [](A &a) { a.scale_inv = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "amax, scale and scale_inv are required"}},
+        C{"scale NULL", [](A &a) { a.scale = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "scale is NULL"}},
+        C{"empty x, amax NULL", [](A &a) { a.m = 0, a.amax = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "amax, scale and scale_inv are required"}},
+        C{"x NULL", [](A &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"format", [](A &a) { a.format = schedx_fp8_format(2); }, {SCHEDX_ERR_UNSUPPORTED_FORMAT, "format 2"}},
+        C{"scale over amax", [](A &a) { a.scale = a.amax; }, {SCHEDX_ERR_OVERLAP, "output scale overlaps amax"}},
+        C{"scale over x", [](A &a) { a.scale = static_cast<const float *>(a.x); },
+          {SCHEDX_ERR_OVERLAP, "output scale overlaps x"}},
+        C{"scale inside rows", [](A &a) { a.scale = reinterpret_cast<const float *>(a.rows + 8); },
+          {SCHEDX_ERR_OVERLAP, "output scale overlaps rows"}},
+        C{"ld_rows < k", [](A &a) { a.ld_rows = 4; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_rows (4) is smaller"}},
     });
 }
 

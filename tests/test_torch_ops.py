@@ -48,6 +48,13 @@ def bits(t):
     return t.contiguous().view(torch.uint8) if t.dtype.itemsize == 1 else t
 
 
+def bits_equal(a, b):
+    """Float tensors equal bit for bit, any NaN equal to any NaN."""
+    a, b = a.cpu(), b.cpu()
+    both_nan = a.isnan() & b.isnan()
+    return a.shape == b.shape and bool((both_nan | (a.view(torch.int32) == b.view(torch.int32))).all())
+
+
 def assert_fails_with(test, cases):
     """Each (status, text, call): call raises a RuntimeError reading "schedx <status>: ..."
     with that text: a SchedxError from a Python kernel, which also carries the status, or a
@@ -114,6 +121,39 @@ class CastTransposeOpTest(unittest.TestCase):
             empty = ops.cast_transpose_fp8_amax(x[:0], s, torch.float8_e5m2)
             self.assertEqual([t.shape for t in empty[:2]], [torch.Size([0, 72])] * 2)
             self.assertEqual((empty[2].item(), empty[3].item()), (0.0, torch.reciprocal(s).item()))
+
+    def test_current_scaling(self):
+        g = torch.Generator().manual_seed(5)
+        base = torch.randn(40, 75, generator=g) * 30
+        nan, inf = base.clone(), base.clone()
+        nan[3, 9], inf[7, 2] = float("nan"), float("-inf")
+        for device in DEVICES:
+            for name, x32 in (("random", base), ("NaN", nan), ("-inf", inf), ("zeros", base * 0), ("tiny", base * 1e-20)):
+                for xdt in (torch.bfloat16, torch.float16, torch.float32):
+                    for layout, x in (("contiguous", x32[:, :72].to(xdt)), ("row stride 75", x32.to(xdt)[:, :72]),
+                                      ("transposed", x32[:, :72].to(xdt).t().contiguous().t()),
+                                      ("1 x K", x32[:1, :72].to(xdt)), ("M x 1", x32[:, :1].to(xdt))):
+                        x = x.to(device)
+                        for dtype in FP8:
+                            for pow2 in (False, True):
+                                with self.subTest(device=device, data=name, x=xdt, layout=layout, fp8=dtype, pow2=pow2):
+                                    rows, cols, amax, scale, inv = ops.cast_transpose_fp8_current_scaling(x, dtype, pow2)
+                                    want_scale = torchao_scale(x, dtype, pow2)
+                                    want, ref_t = ref_cast(x, want_scale, dtype)
+                                    self.assertTrue(bits_equal(amax, x.float().abs().max().reshape(1)))
+                                    self.assertTrue(bits_equal(scale, want_scale))
+                                    self.assertTrue(bits_equal(inv, want_scale.reciprocal()))
+                                    self.assertEqual((cols.shape, cols.stride()), (ref_t.shape, ref_t.stride()))
+                                    self.assertTrue(torch.equal(bits(rows), want))
+                                    self.assertTrue(torch.equal(bits(cols.t()), want.t().contiguous()))
+            for shape in ((0, 72), (5, 0)):
+                with self.subTest(device=device, shape=shape):
+                    rows, cols, amax, scale, inv = ops.cast_transpose_fp8_current_scaling(
+                        torch.empty(shape, dtype=torch.bfloat16, device=device), torch.float8_e4m3fn)
+                    self.assertEqual((rows.shape, cols.shape), (shape, shape))
+                    self.assertEqual(amax.item(), 0.0)
+                    self.assertTrue(bits_equal(scale, torch.tensor([448.0 / 1e-12], dtype=torch.float32)))
+                    self.assertTrue(bits_equal(inv, scale.reciprocal()))
 
     def test_out_variant_writes_only_its_outputs(self):
         for device in DEVICES:
@@ -267,6 +307,7 @@ class RegistrationTest(unittest.TestCase):
                     opcheck(ops.cast_transpose_fp8.default, (x, s, torch.float8_e4m3fn))
                     opcheck(ops.cast_transpose_fp8_amax.default, (x, s, torch.float8_e5m2))
                     opcheck(ops.abs_max.default, (x,))
+                    opcheck(ops.cast_transpose_fp8_current_scaling.default, (x, torch.float8_e5m2, True))
                     opcheck(ops.w8_linear.default, (x, w, sc))
                     opcheck(ops.w8_linear.default, (x.reshape(2, 24, 64), w, sc, sc))
                     opcheck(ops.w8_linear_out.default, (x, w, sc, None), {"out": torch.empty(48, 40, dtype=x.dtype,
@@ -281,7 +322,8 @@ class RegistrationTest(unittest.TestCase):
         def f(x, s, w, sc):
             rows, cols, amax, inv = ops.cast_transpose_fp8_amax(x * 2, s, torch.float8_e4m3fn)
             y = ops.w8_linear(torch.relu(x), w, sc)
-            return rows, cols, amax * inv, y + 1, ops.abs_max(y)
+            current = ops.cast_transpose_fp8_current_scaling(y, torch.float8_e5m2)
+            return rows, cols, amax * inv, y + 1, ops.abs_max(y), *current
 
         compiled = torch.compile(f, fullgraph=True)
         for device in DEVICES:
@@ -317,17 +359,20 @@ class RegistrationTest(unittest.TestCase):
         w = torch.randint(-128, 128, (96, 128), dtype=torch.int8, device="cuda")
         sc = (torch.rand(96, device="cuda") / 32).to(torch.bfloat16)
         ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)  # warm: modules loaded, scratch allocated
+        ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
         ops.w8_linear(x[:1], w, sc)
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             out = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
+            current = ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
             y = ops.w8_linear(x[:1], w, sc)
         x.copy_((torch.randn(64, 128, device="cuda") * 5).to(torch.bfloat16))
         graph.replay()
         torch.cuda.synchronize()
         want = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
-        for got, ref in zip(out, want):
+        want_current = ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
+        for got, ref in zip(out + current, want + want_current):
             self.assertTrue(torch.equal(bits(got), bits(ref)))
         self.assertTrue(torch.equal(y, ops.w8_linear(x[:1], w, sc)))
 
@@ -372,15 +417,20 @@ class Int8WeightOnlyLinearTest(unittest.TestCase):
         self.assertIs(type(model[2][0]), snn.Int8WeightOnlyLinear)
 
 
+def torchao_scale(t, dtype, pow2):
+    """torchao's tensorwise scale of t: fp32(max / max(amax, 1e-12)) in fp64, optionally
+    2^floor(log2); shape (1,)."""
+    amax = t.abs().max().to(torch.float64)
+    s = (torch.finfo(dtype).max / torch.clamp(amax, min=1e-12)).to(torch.float32).reshape(1)
+    return torch.exp2(torch.floor(torch.log2(s))) if pow2 else s
+
+
 def torchao_tensorwise_reference(x, w, grad, fwd_dtype, grad_dtype, pow2):
     """torchao's tensorwise float8 linear, transcribed: scale = fp32(max / max(amax, 1e-12))
     in fp64 (optionally 2^floor(log2)), casts by clamp + .to(), torch._scaled_mm with
     the reciprocal scales; fast accumulation for the output only."""
     def cast(t, dtype):
-        amax = t.abs().max().to(torch.float64)
-        s = (torch.finfo(dtype).max / torch.clamp(amax, min=1e-12)).to(torch.float32)
-        if pow2:
-            s = torch.exp2(torch.floor(torch.log2(s)))
+        s = torchao_scale(t, dtype, pow2)
         fmax = torch.finfo(dtype).max
         return torch.clamp(t.float() * s, -fmax, fmax).to(dtype), s.reciprocal().reshape(1)
 

@@ -111,6 +111,21 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
                                         int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,
                                         float *scale_inv, schedx_device device, void *stream);
 
+/* The same cast with current (just-in-time) tensorwise scaling, as torchao's Float8Linear
+ * computes it, in one call and with no copy to the host:
+ *   amax      = max |x| (NaN if any element is NaN; 0 for an empty x)
+ *   scale     = fp32(FMAX / max(amax, 1e-12)) computed in fp64 (inf amax: 0, NaN: NaN);
+ *               with pow2_scales nonzero, rounded down to a power of two (mantissa masked)
+ *   scale_inv = 1 / scale
+ * then rows and cols as schedx_cast_transpose_fp8 writes them with that scale. amax, scale
+ * and scale_inv are one float each, all required, on the device of the call; on CUDA the
+ * abs_max kernel, a one-thread scale kernel and the cast run in stream order. */
+schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m, int64_t k, int64_t ldx,
+                                                        schedx_dtype x_dtype, schedx_fp8_format format,
+                                                        int pow2_scales, uint8_t *rows, int64_t ld_rows, uint8_t *cols,
+                                                        int64_t ld_cols, float *amax, float *scale, float *scale_inv,
+                                                        schedx_device device, void *stream);
+
 /* Weight-only int8 linear (LLM inference):
  *   y[m][n] = (sum_k x[m][k] * W[n][k]) * scales[n] (+ bias[n])
  * x is [M][ldx] of x_dtype (bf16 or fp16); w is int8 [N][ldw]; scales and bias (NULL for

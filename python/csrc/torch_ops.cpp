@@ -242,6 +242,25 @@ void cast_transpose_fp8_out(Tensor x, Tensor scale, std::optional<Tensor> rows, 
     cast_into(x, scale, rows, cols, amax, scale_inv);
 }
 
+// torchao's tensorwise current scaling in one call: amax of x, scale from it, the cast.
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> cast_transpose_fp8_current_scaling(Tensor x, ScalarType dtype,
+                                                                                      bool pow2_scales) {
+    auto [rows, cols] = new_cast_outputs(x, dtype);
+    const auto x_code = cast_input_code(x.scalar_type());
+    if (!x_code) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got " + dtype_name(x.scalar_type()));
+    Tensor amax = new_f32_scalar(x), scale = new_f32_scalar(x), scale_inv = new_f32_scalar(x);
+    const Matrix xm = as_matrix(x);
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
+    // New outputs: rows [M, K] and cols' [K, M] buffer, both row-major and tight.
+    check(schedx_cast_transpose_fp8_current_scaling(
+        xm.t.const_data_ptr(), xm.rows, xm.cols, xm.ld, *x_code, *fp8_format(dtype), pow2_scales,
+        static_cast<uint8_t *>(rows.mutable_data_ptr()), xm.cols, static_cast<uint8_t *>(cols.mutable_data_ptr()),
+        xm.rows, static_cast<float *>(amax.mutable_data_ptr()), static_cast<float *>(scale.mutable_data_ptr()),
+        static_cast<float *>(scale_inv.mutable_data_ptr()), device, stream));
+    return {rows, cols, amax, scale, scale_inv};
+}
+
 // ---- abs_max ----
 
 Tensor abs_max(Tensor x) {
@@ -372,13 +391,14 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
 }  // namespace
 
 // The same kernels for CPU and CUDA tensors: libschedx takes the device as an argument.
-#define SCHEDX_TORCH_KERNELS(m)                                            \
-    m.impl("cast_transpose_fp8", TORCH_BOX(&cast_transpose_fp8));           \
-    m.impl("cast_transpose_fp8_amax", TORCH_BOX(&cast_transpose_fp8_amax)); \
-    m.impl("cast_transpose_fp8_out", TORCH_BOX(&cast_transpose_fp8_out));   \
-    m.impl("abs_max", TORCH_BOX(&abs_max));                                 \
-    m.impl("quantize_fp8", TORCH_BOX(&quantize_fp8));                       \
-    m.impl("w8_linear", TORCH_BOX(&w8_linear));                             \
+#define SCHEDX_TORCH_KERNELS(m)                                                                   \
+    m.impl("cast_transpose_fp8", TORCH_BOX(&cast_transpose_fp8));                                 \
+    m.impl("cast_transpose_fp8_amax", TORCH_BOX(&cast_transpose_fp8_amax));                       \
+    m.impl("cast_transpose_fp8_out", TORCH_BOX(&cast_transpose_fp8_out));                         \
+    m.impl("cast_transpose_fp8_current_scaling", TORCH_BOX(&cast_transpose_fp8_current_scaling)); \
+    m.impl("abs_max", TORCH_BOX(&abs_max));                                                       \
+    m.impl("quantize_fp8", TORCH_BOX(&quantize_fp8));                                             \
+    m.impl("w8_linear", TORCH_BOX(&w8_linear));                                                   \
     m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out))
 
 STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) { SCHEDX_TORCH_KERNELS(m); }

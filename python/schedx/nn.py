@@ -119,10 +119,10 @@ def amax_to_scale(amax: torch.Tensor, fp8_dtype: torch.dtype, round_to_power_of_
 
 
 def _cast_current(t, fp8_dtype, pow2):
-    """(rows, cols, scale_inv) of t with its own tensorwise scale."""
-    scale = amax_to_scale(torch.ops.schedx.abs_max(t), fp8_dtype, pow2)
-    rows, cols = torch.ops.schedx.cast_transpose_fp8(t, scale, fp8_dtype)
-    return rows, cols, scale.reciprocal()
+    """(rows, cols, scale_inv) of t with its own tensorwise scale: amax, scale and cast in
+    one op, amax_to_scale's rule computed on the device."""
+    rows, cols, _, _, scale_inv = torch.ops.schedx.cast_transpose_fp8_current_scaling(t, fp8_dtype, pow2)
+    return rows, cols, scale_inv
 
 
 def _cast_delayed(t, fp8_dtype, pow2, scale, history):

@@ -14,6 +14,8 @@ as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
   cast_transpose_fp8(x, scale, dtype) -> (rows, cols)
   cast_transpose_fp8_amax(x, scale, dtype) -> (rows, cols, amax, scale_inv)
   cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None)
+  cast_transpose_fp8_current_scaling(x, dtype, pow2_scales=False)
+      -> (rows, cols, amax, scale, scale_inv)   (torchao's tensorwise scale of x's own amax)
   abs_max(x) -> amax
   w8_linear(x, w, scales, bias=None) -> y
   w8_linear_out(x, w, scales, bias, *, out)
@@ -21,7 +23,7 @@ as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
       -> (rows, rows_scale, cols, cols_scale)   (block-scaled recipes: schedx.quantize)
 
 rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
-[K, M] row-major buffer, transposed); amax and scale_inv are one-element float32.
+[K, M] row-major buffer, transposed); amax, scale and scale_inv are one-element float32.
 """
 
 import os
@@ -43,6 +45,8 @@ _lib.define("cast_transpose_fp8_amax(Tensor x, Tensor scale, ScalarType dtype) -
             "(Tensor rows, Tensor cols, Tensor amax, Tensor scale_inv)")
 _lib.define("cast_transpose_fp8_out(Tensor x, Tensor scale, *, Tensor(a!)? rows, Tensor(b!)? cols, "
             "Tensor(c!)? amax=None, Tensor(d!)? scale_inv=None) -> ()")
+_lib.define("cast_transpose_fp8_current_scaling(Tensor x, ScalarType dtype, bool pow2_scales=False) -> "
+            "(Tensor rows, Tensor cols, Tensor amax, Tensor scale, Tensor scale_inv)")
 _lib.define("abs_max(Tensor x) -> Tensor")
 _lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
 _lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
@@ -169,6 +173,23 @@ def cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None):
     if rows is None and cols is None:
         _fail(Status.ERR_NULL_POINTER, "rows and cols are both None: nothing to write")
     _cast_into(x, scale, rows, cols, amax, scale_inv)
+
+
+def cast_transpose_fp8_current_scaling(x, dtype, pow2_scales=False):
+    _check_cast_args(x, dtype)
+    x_code = _X_CODES.get(x.dtype)
+    if x_code is None:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
+    rows, cols, amax, scale_inv = _cast_outputs(x, dtype, True)
+    scale = x.new_empty((1,), dtype=torch.float32)
+    x2, m, k, ldx = _matrix(x, "x")
+    device, stream = _device_args(x)
+    # cols' buffer is [K, M] row-major (its strides are (1, M) or, where f.t() counts as
+    # contiguous, no element has a second index to step).
+    _capi.check(_capi.lib().schedx_cast_transpose_fp8_current_scaling(
+        x2.data_ptr(), m, k, ldx, x_code, _FP8_CODES[dtype], int(pow2_scales), rows.data_ptr(), k,
+        cols.data_ptr(), m, amax.data_ptr(), scale.data_ptr(), scale_inv.data_ptr(), device, stream))
+    return rows, cols, amax, scale, scale_inv
 
 
 def abs_max(x):
@@ -300,7 +321,8 @@ kernels = _load_cpp_kernels()
 if kernels == "python":
     for _name, _fn in (("cast_transpose_fp8", cast_transpose_fp8),
                        ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
-                       ("cast_transpose_fp8_out", cast_transpose_fp8_out), ("abs_max", abs_max),
+                       ("cast_transpose_fp8_out", cast_transpose_fp8_out),
+                       ("cast_transpose_fp8_current_scaling", cast_transpose_fp8_current_scaling), ("abs_max", abs_max),
                        ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
         _lib.impl(_name, _fn, "CPU")
         _lib.impl(_name, _fn, "CUDA")
@@ -321,6 +343,13 @@ def _(x, scale, dtype):
 @torch.library.register_fake("schedx::cast_transpose_fp8_out")
 def _(x, scale, *, rows, cols, amax=None, scale_inv=None):
     return None
+
+
+@torch.library.register_fake("schedx::cast_transpose_fp8_current_scaling")
+def _(x, dtype, pow2_scales=False):
+    _check_cast_args(x, dtype)
+    rows, cols, amax, scale_inv = _cast_outputs(x, dtype, True)
+    return rows, cols, amax, x.new_empty((1,), dtype=torch.float32), scale_inv
 
 
 @torch.library.register_fake("schedx::abs_max")

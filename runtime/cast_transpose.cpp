@@ -166,13 +166,9 @@ schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, sched
     return SCHEDX_OK;
 }
 
-// Runs a checked cast of a non-empty x by the variant dispatch picks (and the amax pass where
-// the call wants amax and that variant has no fused amax).
-schedx_status run_cast(const CheckedCast &cc, void *stream) {
+// The variant dispatch picks for a checked cast of a non-empty x.
+schedx_status choose_cast_variant(const CheckedCast &cc, const Variant **v) {
     const CastTransposeCall &c = cc.c;
-    const Device dev = cc.dev;
-    void *ctx = cc.ctx;
-    const int64_t m = c.m, k = c.k;
     const std::string outputs = c.rows && c.cols ? "both" : (c.rows ? "rows" : "cols");
     const bool e5m2 = c.format == SCHEDX_E5M2;
     const std::string fp8_name = e5m2 ? "e5m2" : "e4m3";
@@ -180,23 +176,29 @@ schedx_status run_cast(const CheckedCast &cc, void *stream) {
     const Workload w{"cast_transpose",
                      std::string(cc.in_type) + "->" + (e5m2 ? "e5m2" : "e4m3fn") + ":" + outputs +
                          (want_amax ? "+amax" : ""),
-                     dev,
-                     {m, k}};
-    const std::vector<const Variant *> &candidates = schedx::candidates(w.op, dev, w.dtypes, [&](const Variant &v) {
+                     cc.dev,
+                     {c.m, c.k}};
+    const std::vector<const Variant *> &candidates = schedx::candidates(w.op, cc.dev, w.dtypes, [&](const Variant &v) {
         const std::string_view fp8 = v.param("fp8", "any");
         // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
         return v.param("in_type") == cc.in_type && v.param("outputs", "both") == outputs &&
                (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);
     });
-    const RunKey key{m, k, c.ldx, c.rows ? c.ld_rows : -1, c.cols ? c.ld_cols : -1, c.elem_bytes,
+    const RunKey key{c.m, c.k, c.ldx, c.rows ? c.ld_rows : -1, c.cols ? c.ld_cols : -1, c.elem_bytes,
                      aligned16(c.x), !c.rows || aligned16(c.rows), !c.cols || aligned16(c.cols)};
     const auto runnable =
-        runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
+        runnable_variants(candidates, key, cuda_context_sm(cc.ctx), [&](const Variant &v) { return can_run(v, c); },
                           [&](const Variant &v) { return loses_untuned(v); });
-    const Variant *v = nullptr;
-    schedx_status s;
-    if ((s = choose_variant(w, candidates, runnable, &v))) return s;
+    return choose_variant(w, candidates, runnable, v);
+}
 
+// Runs a checked cast of a non-empty x by variant `v` (and the amax pass where the call
+// wants amax and `v` has no fused amax).
+schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
+    const CastTransposeCall &c = cc.c;
+    void *ctx = cc.ctx;
+    const int64_t m = c.m, k = c.k;
+    schedx_status s;
     const bool fused_amax = v->param("with_amax") == "true";
     const TileShape t = tile_shape(*v);
     const std::vector<TileRegion> regions =
@@ -220,7 +222,7 @@ schedx_status run_cast(const CheckedCast &cc, void *stream) {
         if (tile_sink) call.bind_matrix("tile_sink", tile_sink, r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
         if ((s = call.run())) return s;
     }
-    if (want_amax && !fused_amax) return run_amax_pass(dev, cc.in_type, c, stream, ctx);
+    if ((c.amax || c.scale_inv) && !fused_amax) return run_amax_pass(cc.dev, cc.in_type, c, stream, ctx);
     return SCHEDX_OK;
 }
 
@@ -252,7 +254,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
                                  scale_inv, device, &cc);
     if (s) return s;
     if (m == 0 || k == 0) return amax ? write_empty_amax(cc.dev, cc.c, stream, cc.ctx) : SCHEDX_OK;
-    return run_cast(cc, stream);
+    const Variant *v = nullptr;
+    return (s = choose_cast_variant(cc, &v)) ? s : run_cast(cc, v, stream);
 }
 
 extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m, int64_t k, int64_t ldx,
@@ -270,9 +273,13 @@ extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x
     schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, true, format, rows, ld_rows, cols, ld_cols, amax,
                                  scale_inv, device, &cc);
     if (s) return s;
-    // amax (0 for an empty x), then the scale from it, then the cast with that scale: in
-    // stream order on CUDA, with no copy to the host.
+    // The cast's variant first (a refusal writes nothing), then amax (0 for an empty x), the
+    // scale from it and the cast with that scale: in stream order on CUDA, no copy to the host.
     const bool empty = m == 0 || k == 0;
+    CheckedCast cast = cc;
+    cast.c.amax = cast.c.scale_inv = nullptr;  // written before the cast, not by it
+    const Variant *v = nullptr;
+    if (!empty && (s = choose_cast_variant(cast, &v))) return s;
     if (empty && cc.dev == Device::cpu) {
         *amax = 0.0f;
     } else if (empty) {
@@ -281,7 +288,5 @@ extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x
         s = run_abs_max(cc.dev, cc.in_type, x, m, k, ldx, cc.c.elem_bytes, amax, stream, cc.ctx);
     }
     if (s || (s = run_current_scale(cc, scale, pow2_scales, stream)) || empty) return s;
-    CheckedCast cast = cc;
-    cast.c.amax = cast.c.scale_inv = nullptr;  // written above
-    return run_cast(cast, stream);
+    return run_cast(cast, v, stream);
 }

@@ -488,6 +488,23 @@ class Float8LinearTest(unittest.TestCase):
             # The step's output came from the scale of the history before it.
             self.assertEqual(y.shape, (16, 32))
 
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
+    def test_step_makes_no_host_sync(self):
+        # torch's sync debug mode raises on a synchronizing call torch makes (a copy to the
+        # host, .item(), a blocking allocation), here inside forward and backward of both scalings.
+        for scaling in ("current", "delayed"):
+            lin = torch.nn.Linear(64, 48, bias=True, dtype=torch.bfloat16, device="cuda")
+            m = snn.Float8Linear.from_float(lin, snn.Float8LinearConfig(scaling=scaling))
+            x = (torch.randn(32, 64, device="cuda") * 3).to(torch.bfloat16)
+            self.run_step(m, x, torch.ones(32, 48, dtype=torch.bfloat16, device="cuda"))  # warm: modules loaded
+            torch.cuda.synchronize()
+            with self.subTest(scaling=scaling):
+                torch.cuda.set_sync_debug_mode("error")
+                try:
+                    self.run_step(m, x, torch.ones(32, 48, dtype=torch.bfloat16, device="cuda"))
+                finally:
+                    torch.cuda.set_sync_debug_mode("default")
+
     def test_compiled_equals_eager(self):
         device = DEVICES[-1]
         lin = torch.nn.Linear(64, 48, dtype=torch.bfloat16, device=device)

@@ -155,6 +155,28 @@ class CastTransposeTest(unittest.TestCase):
         _, _, amax, _ = schedx.cast_transpose_fp8(x, 0.3, amax=True)
         self.assertTrue(np.isnan(amax[0]))
 
+    def test_current_scaling(self):
+        rng = np.random.default_rng(11)
+        base = (rng.standard_normal((37, 50)) * 30).astype(np.float32)
+        for name, x32 in (("random", base), ("zeros", base * 0), ("tiny", base * 1e-20)):
+            for fmt, fmax in (("e4m3fn", 448.0), ("e5m2", 57344.0)):
+                for pow2 in (False, True):
+                    x = x32.astype(ml_dtypes.bfloat16)
+                    with self.subTest(data=name, fmt=fmt, pow2=pow2):
+                        rows, cols, amax, scale, scale_inv = schedx.cast_transpose_fp8_current_scaling(x, fmt, pow2)
+                        want_amax = np.abs(x.astype(np.float32)).max()
+                        # torchao's amax_to_scale, in float64 then float32.
+                        want_scale = np.float32(fmax / max(float(want_amax), 1e-12))
+                        if pow2:
+                            want_scale = np.float32(2.0 ** np.floor(np.log2(want_scale)))
+                        self.assertEqual(amax[0], want_amax)
+                        self.assertEqual(scale[0], want_scale)
+                        self.assertEqual(scale_inv[0], np.float32(1) / want_scale)
+                        want = reference_fp8(x, want_scale, fmt)
+                        np.testing.assert_array_equal(codes(rows), want)
+                        self.assertEqual(cols.strides, (1, x.shape[0]))
+                        np.testing.assert_array_equal(codes(cols.T).T, want)
+
     def test_into_callers_outputs(self):
         rng = np.random.default_rng(7)
         x = (rng.standard_normal((24, 40)) * 50).astype(ml_dtypes.bfloat16)

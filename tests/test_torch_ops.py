@@ -188,6 +188,11 @@ class CastTransposeOpTest(unittest.TestCase):
                         self.assertEqual(out[1].stride(), ref_t.stride())
                         self.assertTrue(torch.equal(bits(out[1].t()), want.t().contiguous()))
                     self.assertEqual(len(out), 4 if kw.get("amax") else 2)
+            with self.subTest(device=device, api="current scaling"):
+                got = schedx.cast_transpose_fp8_current_scaling(x, "e5m2", pow2_scales=True)
+                want = ops.cast_transpose_fp8_current_scaling(x, torch.float8_e5m2, True)
+                for g_, w_ in zip(got, want):
+                    self.assertTrue(torch.equal(bits(g_), bits(w_)))
 
     def test_errors(self):
         x = torch.ones(8, 16, dtype=torch.bfloat16)

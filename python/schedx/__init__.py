@@ -22,7 +22,8 @@ from . import _capi
 from ._capi import SchedxError, Status
 
 __all__ = [
-    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "abs_max", "w8_linear", "has_w8_linear", "variants",
+    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "cast_transpose_fp8_current_scaling", "abs_max",
+    "w8_linear", "has_w8_linear", "variants",
     "force_variant", "forcing", "last_variant", "last_reason",
 ]
 
@@ -217,6 +218,34 @@ def _cast_transpose_torch(torch_ops, x, scale, fmt, rows, cols, amax, out, wante
     torch_ops.cast_transpose_fp8_out(x, scale, rows=out[0], cols=out[1], amax=out[2] if amax else None,
                                scale_inv=out[3] if amax else None)
     return out
+
+
+def cast_transpose_fp8_current_scaling(x, fmt="e4m3fn", pow2_scales=False):
+    """cast_transpose_fp8 with x's own tensorwise scale, as torchao's Float8Linear computes
+    it (current scaling): amax = max|x|, scale = fp32(FMAX / max(amax, 1e-12)) in fp64
+    (rounded down to a power of two with pow2_scales), then the cast with that scale, in
+    one call (torch tensors: torch.ops.schedx.cast_transpose_fp8_current_scaling, on the
+    device with no host sync). Returns (rows, cols, amax, scale, scale_inv) as
+    cast_transpose_fp8 returns its outputs; amax, scale and scale_inv one-element float32."""
+    if fmt not in _capi.FP8_FORMATS:
+        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    torch_ops = _torch_ops(x)
+    if torch_ops is not None:
+        return torch_ops.cast_transpose_fp8_current_scaling(x, getattr(sys.modules["torch"], "float8_" + fmt),
+                                                            bool(pow2_scales))
+    xa = _Array(x, "x")
+    m, k, ldx = xa.matrix("x")
+    if xa.dtype == _capi.INT8:
+        raise _error(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
+    import ml_dtypes
+    import numpy as np
+    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt))
+    rows, cols = np.empty((m, k), fp8), np.empty((k, m), fp8).T
+    amax, scale, scale_inv = (np.empty((1,), np.float32) for _ in range(3))
+    _capi.check(_capi.lib().schedx_cast_transpose_fp8_current_scaling(
+        xa.ptr, m, k, ldx, xa.dtype, _capi.FP8_FORMATS[fmt], int(bool(pow2_scales)), _ptr(rows), k, _ptr(cols.T), m,
+        _ptr(amax), _ptr(scale), _ptr(scale_inv), _capi.DEVICE_CPU, None))
+    return rows, cols, amax, scale, scale_inv
 
 
 def abs_max(x):

@@ -94,21 +94,19 @@ schedx_status run_scale_inverse(Device device, const CastTransposeCall &c, void 
     return call.run();
 }
 
-// amax by the abs_max pass (dispatched by alignment like the cast), then scale_inv.
-schedx_status run_amax_pass(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
-    const schedx_status s = run_abs_max(device, in_type, c.x, c.m, c.k, c.ldx, c.elem_bytes, c.amax, stream, ctx);
-    return s ? s : run_scale_inverse(device, c, stream, ctx);
+// amax = max |x| into the caller's float: the abs_max pass (dispatched by alignment like the
+// cast), or 0 for an empty x, as PyTorch gives it (on CUDA a 4-byte memset in stream order).
+schedx_status write_amax(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
+    if (c.m > 0 && c.k > 0) return run_abs_max(device, in_type, c.x, c.m, c.k, c.ldx, c.elem_bytes, c.amax, stream, ctx);
+    if (device == Device::cuda) return cuda_fill_words(ctx, stream, c.amax);
+    *c.amax = 0.0f;
+    return SCHEDX_OK;
 }
 
-// An empty x: amax is 0 and scale_inv 1 / scale, as PyTorch computes them; no cast runs. On
-// CUDA both are written in stream order: a 4-byte memset and the one-thread scale_inverse kernel.
-schedx_status write_empty_amax(Device device, const CastTransposeCall &c, void *stream, void *ctx) {
-    if (device == Device::cpu) {
-        *c.amax = 0.0f;
-        *c.scale_inv = 1.0f / *c.scale;
-        return SCHEDX_OK;
-    }
-    const schedx_status s = cuda_fill_words(ctx, stream, c.amax);
+// amax, then scale_inv = 1 / scale: the cast's outputs when its variant has no fused amax,
+// or x is empty (no cast runs).
+schedx_status run_amax_pass(Device device, const char *in_type, const CastTransposeCall &c, void *stream, void *ctx) {
+    const schedx_status s = write_amax(device, in_type, c, stream, ctx);
     return s ? s : run_scale_inverse(device, c, stream, ctx);
 }
 
@@ -253,7 +251,7 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, false, format, rows, ld_rows, cols, ld_cols, amax,
                                  scale_inv, device, &cc);
     if (s) return s;
-    if (m == 0 || k == 0) return amax ? write_empty_amax(cc.dev, cc.c, stream, cc.ctx) : SCHEDX_OK;
+    if (m == 0 || k == 0) return amax ? run_amax_pass(cc.dev, cc.in_type, cc.c, stream, cc.ctx) : SCHEDX_OK;
     const Variant *v = nullptr;
     return (s = choose_cast_variant(cc, &v)) ? s : run_cast(cc, v, stream);
 }
@@ -280,13 +278,9 @@ extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x
     cast.c.amax = cast.c.scale_inv = nullptr;  // written before the cast, not by it
     const Variant *v = nullptr;
     if (!empty && (s = choose_cast_variant(cast, &v))) return s;
-    if (empty && cc.dev == Device::cpu) {
-        *amax = 0.0f;
-    } else if (empty) {
-        s = cuda_fill_words(cc.ctx, stream, amax);
-    } else {
-        s = run_abs_max(cc.dev, cc.in_type, x, m, k, ldx, cc.c.elem_bytes, amax, stream, cc.ctx);
+    if ((s = write_amax(cc.dev, cc.in_type, cc.c, stream, cc.ctx)) ||
+        (s = run_current_scale(cc, scale, pow2_scales, stream)) || empty) {
+        return s;
     }
-    if (s || (s = run_current_scale(cc, scale, pow2_scales, stream)) || empty) return s;
     return run_cast(cast, v, stream);
 }

@@ -74,6 +74,10 @@ public:
     // cuda_gemv / cuda_smallbatch: K in whole vectors (4 * vector_words elements) instead of
     // whole steps; the part past the last whole step is one more, guarded, update.
     GeneratorParam<bool> k_tail{"k_tail", false};
+    // cuda_gemv / cuda_smallbatch with k_tail: x and W as elements, for any K, row pitch and
+    // pointer alignment (K = 11009, say): lane l takes elements 32 j + l of a step, so each
+    // warp-wide load reads 32 contiguous elements.
+    GeneratorParam<bool> element_io{"element_io", false};
     // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
     // tests build the lane layout for the CPU (tests/test_w8_lanes_cpu.cpp). No variant sets it.
     GeneratorParam<bool> default_schedule{"default_schedule", false};
@@ -84,7 +88,11 @@ public:
         const std::string s = sched;
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
         mma_layout = s == "cuda_mma";
-        word_io = lane_layout || mma_layout || s == "cuda_words";
+        word_io = (lane_layout && !element_io) || mma_layout || s == "cuda_words";
+        if (element_io && (!k_tail || coalesced || evict_first || vector_words != 4 || s == "cuda_splitk")) {
+            throw std::invalid_argument("element_io takes cuda_gemv or cuda_smallbatch with k_tail, and neither coalesced, "
+                                        "evict_first nor vector_words");
+        }
         if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || load_words % 2 != 0)) {
             throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words of 2");
         }
@@ -154,7 +162,10 @@ public:
             // Columns beyond N (a tile's padding) read column N-1 instead of out of bounds;
             // their results are never stored.
             Expr nc = clamp(n, 0, w->dim(1).extent() - 1);
-            if (lane_layout) {
+            if (lane_layout && element_io) {
+                w_rows(kv, l, c, n) = cast<uint32_t>(reinterpret<uint8_t>((*w)(element_k(kv, l, c), nc)));
+                wf_lane(kv, l, c, n) = schedx::int8_of_word_to_float(w_rows(kv, l, c, n), 0, magic);
+            } else if (lane_layout) {
                 // Element kv of lane l's lane_run() in group c, k = (c*32 + l)*lane_run() + kv:
                 // indexed by (kv, l, c), a lane's words of one step are a dense box.
                 w_rows(kv, l, c, n) = (*w)((c * 32 + l) * (lane_run() / 4) + kv, nc);
@@ -226,6 +237,9 @@ public:
                     const int LW = load_words;
                     Expr row = clamp(mt * 8 + l / 4, 0, x->dim(1).extent() - 1);
                     x_rows(kv, l, c, mt) = (*x)(c * 8 * LW + (l % 4) * 2 * LW + kv, row);
+                } else if (lane_layout && element_io) {
+                    x_rows(kv, l, c, m) = cast<uint32_t>((*x)(element_k(kv, l, c), mc));
+                    xf_lane(kv, l, c, m) = schedx::decode_to_float(x_rows(kv, l, c, m), x_type);
                 } else if (lane_layout) {  // as w_rows: the x words that meet a lane's W words
                     x_rows(kv, l, c, m) = (*x)((c * 32 + l) * (lane_run() / 2) + kv, mc);
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(
@@ -304,7 +318,7 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         if (default_schedule) {
-            if (lane_layout || mma_layout) constrain_words();
+            if ((lane_layout && !element_io) || mma_layout) constrain_words();
             return;
         }
         const std::string s = sched;
@@ -367,20 +381,33 @@ private:
     // bytes apart); else all 4 * load_words of a step in one run.
     int lane_run() const { return coalesced ? 4 * vector_words : 4 * load_words; }
 
+    // element_io: element kv of lane l's run in group c, the runs' elements interleaved
+    // lane by lane (a warp's load j of a step reads elements 32 j .. 32 j + 31).
+    Expr element_k(Expr kv, Expr l, Expr c) const { return (c * lane_run() + kv) * 32 + l; }
+
     // k_tail: K from kk (the whole steps) on, in vectors of 4 * vector_words elements, lane l
     // taking vectors l, l + 32, ...; a lane past the last vector re-reads it (every load in
     // bounds, no branch in the warp) and adds 0.
+    // element_io: vectors of one element, loaded as elements.
     void define_tail_sum(Expr kk) {
-        const int VE = 4 * vector_words;
-        Expr kx = w->dim(0).extent() * 4;
+        const int VE = element_io ? 1 : 4 * vector_words;
+        Expr kx = w->dim(0).extent() * (element_io ? 1 : 4);
         Expr vectors = (kx - kk) / VE;
         rt = RDom({{0, VE}, {0, (vectors + 31) / 32}}, "rt");
         Expr vec = rt.y * 32 + l;
         Expr kel = min(kk + vec * VE, kx - VE) + rt.x;
         Expr mc = clamp(m, 0, x->dim(1).extent() - 1), nc = clamp(n, 0, w->dim(1).extent() - 1);
-        Expr xbits16 = ((*x)(kel / 2, mc) >> (cast<uint32_t>(kel % 2) * 16)) & schedx::u32(0xFFFF);
-        Expr product = schedx::decode_to_float(xbits16, x_type) *
-                       schedx::int8_of_word_to_float((*w)(kel / 4, nc), kel % 4, w_magic);
+        Expr xbits16, w_word, byte;
+        if (element_io) {
+            xbits16 = (*x)(kel, mc);
+            w_word = cast<uint32_t>(reinterpret<uint8_t>((*w)(kel, nc)));
+            byte = 0;
+        } else {
+            xbits16 = ((*x)(kel / 2, mc) >> (cast<uint32_t>(kel % 2) * 16)) & schedx::u32(0xFFFF);
+            w_word = (*w)(kel / 4, nc);
+            byte = kel % 4;
+        }
+        Expr product = schedx::decode_to_float(xbits16, x_type) * schedx::int8_of_word_to_float(w_word, byte, w_magic);
         lane_sum(l, s, n, m) += select(vec < vectors, product, 0.0f);
     }
 
@@ -392,13 +419,13 @@ private:
 
     // K elements per step of the word schedules' reduction (1: any K).
     int k_step() const {
-        if (stage != Stage::linear || !word_io) return 1;
+        if (stage != Stage::linear || !(word_io || element_io)) return 1;
         if (mma_layout) return 16 * load_words * split_parts();
         return 32 * load_words * 4 * split_parts();
     }
 
     // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector.
-    int k_granule() const { return k_tail ? 4 * vector_words : k_step(); }
+    int k_granule() const { return k_tail ? 4 * vector_words : k_step(); }  // not for element_io (any K)
 
     Expr scale_value(Expr e) {
         return scale_type == ElemType::fp32 ? e : schedx::decode_to_float(e, ElemType::bf16);
@@ -510,7 +537,7 @@ private:
     // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
     void schedule_cuda_warp_rows() {
         const int R = rows_per_warp, B = batch, WB = warps;
-        constrain_words();
+        if (!element_io) constrain_words();
         y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
             .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
             .split(m, mo, mi, B, TailStrategy::GuardWithIf)
@@ -544,15 +571,22 @@ private:
             .unroll(r.x)
             .unroll(rj)
             .gpu_lanes(l);
-        if (k_tail) {
+        if (k_tail && element_io) {
+            lane_sum.update(1).reorder(m, n, rt.x, rt.y, l).unroll(m).unroll(n).unroll(rt.x).gpu_lanes(l);
+        } else if (k_tail) {
             // One W word (4 elements) per iteration: the whole vector unrolled took
             // b8_r8w4_coalesced_ktail from 4264 to 6936 SASS instructions. Not yet timed on a GPU.
             RVar wo("wo"), wi("wi");
             lane_sum.update(1).split(rt.x, wo, wi, 4).reorder(m, n, wi, wo, rt.y, l).unroll(m).unroll(n).unroll(wi).gpu_lanes(l);
         }
         for (Func &sum : lane_tree) per_lane(sum);
-        stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R, vector_words);
-        stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B, x_vector_words());
+        if (element_io) {
+            stage_lane_words(w_rows, ro, lane_run(), 1, n, R, 1);
+            stage_lane_words(x_rows, ro, lane_run(), 1, m, B, 1);
+        } else {
+            stage_lane_words(w_rows, ro, lane_run() / 4, groups, n, R, vector_words);
+            stage_lane_words(x_rows, ro, lane_run() / 2, groups, m, B, x_vector_words());
+        }
     }
 
     // A lane's tile of `rows` (w_rows or x_rows: words of its runs x groups x rows) per step
@@ -566,11 +600,10 @@ private:
             .bound_extent(l, 1)
             .bound_extent(c, groups)
             .bound_extent(row, count)
-            .split(kv, kv, kw, std::min(words, vector))
-            .vectorize(kw)
-            .unroll(kv)
             .unroll(c)
             .unroll(row);
+        if (vector > 1) rows.split(kv, kv, kw, std::min(words, vector)).vectorize(kw);
+        rows.unroll(kv);
     }
 
     // cuda_mma: y^T = W x^T on tensor cores, 16 rows of W (A, row-major) by 8 rows of x (B's

@@ -39,7 +39,8 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
 }
 
 // The short dimension a cuda_skinny variant takes: its threads walk it one element per step.
-constexpr int64_t kSkinnyMax = 16;
+// Up to one row short of the smallest tile (64), which no tiled variant takes.
+constexpr int64_t kSkinnyMax = 63;
 
 // A tiled variant's tile in elements: tile_rows along M (square when absent) by tile along K.
 struct TileShape {
@@ -65,7 +66,7 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
         bind(query, v, c);
         return query.bounds_fit();
     }
-    // One thread per element of the long dimension, walking the short one (at most 16).
+    // One thread per element of the long dimension, walking the short one (at most kSkinnyMax).
     if (v.param("schedule") == "cuda_skinny") return (v.param("long_dim", "k") == "k" ? c.m : c.k) <= kSkinnyMax;
     if (v.param("schedule") != "cuda_tiled") return true;
     const TileShape t = tile_shape(v);
@@ -203,22 +204,43 @@ schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
         v->param("schedule") == "cuda_tiled" ? cover_with_tiles(m, k, t.m, t.k) : std::vector<TileRegion>{{0, 0, m, k}};
     // Tiled variants with fused amax take the maximum of their tiles' maxima in the caller's
     // amax, zeroed on the stream first (once: the launches of a ragged shape all add theirs),
-    // and write one word per tile into the stream's workspace (the first region has the most
-    // tiles); the lock keeps another thread's call on this stream from reallocating it.
+    // and write one word per tile into the stream's workspace (each region its own words, as
+    // the regions may run at once); the lock keeps another thread's call on this stream from
+    // reallocating it or taking the side stream.
     std::unique_lock<std::mutex> workspace_lock;
-    void *tile_sink = nullptr;
+    const bool side = cc.dev == Device::cuda && regions.size() > 1;
+    if (v->argument("amax_address") || side) workspace_lock = lock_stream_workspace(ctx, stream);
+    std::vector<void *> tile_sinks(regions.size(), nullptr);
     if (v->argument("amax_address")) {
-        workspace_lock = lock_stream_workspace(ctx, stream);
-        const size_t tiles = size_t(regions[0].rows / t.m) * size_t(regions[0].cols / t.k);
-        if ((s = cuda_workspace(ctx, stream, tiles * 4, &tile_sink)) || (s = cuda_fill_words(ctx, stream, c.amax))) {
-            return s;
+        size_t tiles = 0;
+        for (const TileRegion &r : regions) tiles += size_t(r.rows / t.m) * size_t(r.cols / t.k);
+        void *sink = nullptr;
+        if ((s = cuda_workspace(ctx, stream, tiles * 4, &sink)) || (s = cuda_fill_words(ctx, stream, c.amax))) return s;
+        for (size_t i = 0, offset = 0; i < regions.size(); i++) {
+            tile_sinks[i] = static_cast<uint32_t *>(sink) + offset;
+            offset += size_t(regions[i].rows / t.m) * size_t(regions[i].cols / t.k);
         }
     }
-    for (const TileRegion &r : regions) {
-        PipelineCall call(*v, stream, ctx);
+    auto launch = [&](size_t i, void *on) {
+        const TileRegion &r = regions[i];
+        PipelineCall call(*v, on, ctx);
         bind(call, *v, c.region(r));
-        if (tile_sink) call.bind_matrix("tile_sink", tile_sink, r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
-        if ((s = call.run())) return s;
+        if (tile_sinks[i]) call.bind_matrix("tile_sink", tile_sinks[i], r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
+        return call.run();
+    };
+    if (side) {
+        // The shifted regions (a tile wide, with a wave or less of blocks each) run on a side
+        // stream beside the whole tiles instead of after them, launched first.
+        void *side_stream = nullptr;
+        if ((s = cuda_fork_side_stream(ctx, stream, &side_stream))) return s;
+        for (size_t i = 1; i < regions.size() && !s; i++) s = launch(i, side_stream);
+        if (!s) s = launch(0, stream);
+        const schedx_status joined = cuda_join_side_stream(ctx, stream);  // also after a failed launch
+        if (s || (s = joined)) return s;
+    } else {
+        for (size_t i = 0; i < regions.size(); i++) {
+            if ((s = launch(i, stream))) return s;
+        }
     }
     if ((c.amax || c.scale_inv) && !fused_amax) return run_amax_pass(cc.dev, cc.in_type, c, stream, ctx);
     return SCHEDX_OK;

@@ -43,6 +43,10 @@ struct Driver {
     CUresult (*cuCtxPushCurrent)(void *);
     CUresult (*cuCtxPopCurrent)(void **);
     CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
+    CUresult (*cuStreamCreate)(void **, unsigned);
+    CUresult (*cuEventCreate)(void **, unsigned);
+    CUresult (*cuEventRecord)(void *, void *);
+    CUresult (*cuStreamWaitEvent)(void *, void *, unsigned);
     std::atomic<void *> contexts[kMaxDevices] = {};
     std::atomic<int> sms[kMaxDevices] = {};  // compute capability of each retained context's device
     std::mutex mutex;  // serializes retaining a primary context
@@ -75,7 +79,9 @@ Driver &driver() {
               sym(d.cuMemsetD32Async, "cuMemsetD32Async") &&
               sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
               sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") &&
-              sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode"))) {
+              sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode") &&
+              sym(d.cuStreamCreate, "cuStreamCreate") && sym(d.cuEventCreate, "cuEventCreate") &&
+              sym(d.cuEventRecord, "cuEventRecord") && sym(d.cuStreamWaitEvent, "cuStreamWaitEvent"))) {
             d.error = "CUDA driver lacks a required entry point";
             return;
         }
@@ -383,7 +389,10 @@ struct StreamWorkspace {
     size_t bytes = 0;
     std::vector<uint64_t> retired;  // earlier, smaller scratches: see cuda_workspace
     std::mutex in_use;  // see lock_stream_workspace
+    void *side = nullptr, *forked = nullptr, *joined = nullptr;  // see cuda_fork_side_stream
 };
+constexpr unsigned kStreamNonBlocking = 1;   // CU_STREAM_NON_BLOCKING
+constexpr unsigned kEventDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 std::mutex workspaces_mutex;  // guards `workspaces` and each entry's scratch and bytes
 std::map<std::pair<void *, void *>, StreamWorkspace> workspaces;
 
@@ -435,6 +444,45 @@ schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **p
         w.bytes = grown_bytes;
     }
     *ptr = reinterpret_cast<void *>(w.scratch);
+    return SCHEDX_OK;
+}
+
+schedx_status cuda_fork_side_stream(void *context, void *stream, void **side) {
+    Driver &d = driver();
+    if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    CudaContextScope scope(context);
+    if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+    StreamWorkspace *w;
+    {
+        std::lock_guard<std::mutex> lock(workspaces_mutex);
+        w = &workspaces[{context, stream}];  // map entries never move
+    }
+    if (!w->side && (d.cuStreamCreate(&w->side, kStreamNonBlocking) != 0 ||
+                     d.cuEventCreate(&w->forked, kEventDisableTiming) != 0 ||
+                     d.cuEventCreate(&w->joined, kEventDisableTiming) != 0)) {
+        w->side = nullptr;
+        return fail(SCHEDX_ERR_KERNEL, "cannot create a side stream and its events");
+    }
+    if (d.cuEventRecord(w->forked, stream) != 0 || d.cuStreamWaitEvent(w->side, w->forked, 0) != 0) {
+        return fail(SCHEDX_ERR_KERNEL, "cannot order the side stream after the caller's stream");
+    }
+    *side = w->side;
+    return SCHEDX_OK;
+}
+
+schedx_status cuda_join_side_stream(void *context, void *stream) {
+    Driver &d = driver();
+    if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
+    CudaContextScope scope(context);
+    if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
+    StreamWorkspace *w;
+    {
+        std::lock_guard<std::mutex> lock(workspaces_mutex);
+        w = &workspaces[{context, stream}];
+    }
+    if (!w->side || d.cuEventRecord(w->joined, w->side) != 0 || d.cuStreamWaitEvent(stream, w->joined, 0) != 0) {
+        return fail(SCHEDX_ERR_KERNEL, "cannot order the caller's stream after the side stream");
+    }
     return SCHEDX_OK;
 }
 

@@ -93,6 +93,8 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // Its small-batch kernels also take M past their batch (W read once per tile of rows):
     // where K is off the cuBLAS paths' 16, nothing else but the general variant could.
     const bool tail = v.param("k_tail") == "true";
+    // element_io: any K, row pitch and alignment.
+    if (v.param("element_io") == "true") return s == "cuda_smallbatch" || c.m == 1;
     const int64_t w_vector = 4 * v.param_int("vector_words", 4);
     const int64_t lane_k = tail ? w_vector : step;
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);

@@ -72,10 +72,10 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         const bool autoscheduled = p.count("autoscheduler") > 0;
         int ran = 0;
         if (skinny) {
-            // The short dimension 1, 7 and 16 (the most it takes) against a long one of 1, 300
-            // (a block and a partial one) and 8192, tight and padded.
+            // The short dimension 1, 7, 16 and 63 (the most it takes) against a long one of 1,
+            // 300 (a block and a partial one), 4096 and 8192, tight and padded.
             for (Shape s : {Shape{1, 8192, 0, 0, 0}, Shape{7, 300, 301, 303, 9}, Shape{16, 4096, 4100, 4099, 17},
-                            Shape{1, 1, 0, 0, 0}}) {
+                            Shape{63, 1000, 1001, 1003, 65}, Shape{1, 1, 0, 0, 0}}) {
                 shapes.push_back(along_k ? s : Shape{s.k, s.m, s.m + (s.ldx ? 2 : 0), s.m + (s.ldx ? 5 : 0),
                                                      s.k + (s.ldx ? 3 : 0)});
             }
@@ -243,7 +243,7 @@ std::string path_of_last() {
 
 }  // namespace
 
-TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, skinny kernels for M or K up to 16") {
+TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, skinny kernels for M or K up to 63") {
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
     CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
@@ -262,11 +262,12 @@ TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other r
     }
     CastTransposeCase one_row{1, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CastTransposeCase one_col{8192, 1, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    for (CastTransposeCase c : {one_row, one_col}) {
+    CastTransposeCase rows_63{63, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    for (CastTransposeCase c : {one_row, one_col, rows_63}) {
         CAPTURE(c.m);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
         CHECK(path_of_last() == "cuda_skinny");
-        CHECK(test::params_of_last("cast_transpose")["long_dim"] == (c.m == 1 ? "k" : "m"));
+        CHECK(test::params_of_last("cast_transpose")["long_dim"] == (c.m < c.k ? "k" : "m"));
         // Forced, an element tile refuses a call below one tile (status 11) before anything runs.
         REQUIRE(schedx_force_variant("cast_transpose", "cast_transpose_bf16_e4m3_t64r8_element_io") == SCHEDX_OK);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda).rfind("status 11:", 0) == 0);

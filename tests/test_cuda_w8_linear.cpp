@@ -62,15 +62,19 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     const int64_t split = p.count("split_k") ? std::stoll(p["split_k"]) : 1;
     // k_tail: K in whole vectors of W (4 * vector_words bytes), the part past the steps guarded.
     const bool tail = p["k_tail"] == "true";
-    const int64_t lane_k = tail ? 4 * (p.count("vector_words") ? std::stoll(p["vector_words"]) : 4) : step;
+    // element_io: any K (lane_k 1) and any row pitch (padded() makes them odd).
+    const bool element = p["element_io"] == "true";
+    const int64_t lane_k = element ? 1 : tail ? 4 * (p.count("vector_words") ? std::stoll(p["vector_words"]) : 4) : step;
     std::vector<Shape> out;
     for (int64_t m : {1, 2, 3, 5, 6, 8, 16, 17, 64, 300}) {
         for (int64_t n : {1, 64, 4096}) {
             // 4100 (W rows 4-byte aligned), 4544 (16-byte, 4.4 steps of 1024) and 48 (less
             // than a step, all tail): off every whole-step schedule, so only k_tail's.
-            for (int64_t k : {4096, 8192, 1000, 4100, 4544, 48}) {
+            // 1001 and 11009 (odd: W rows 1-byte aligned) for element I/O only.
+            for (int64_t k : {4096, 8192, 1000, 4100, 4544, 48, 1001, 11009}) {
                 // 8192: two steps per part for splitk8 (4096 gives it one), so its loop over K runs.
                 if (k == 8192 && s != "cuda_splitk") continue;
+                if ((k == 1001 || k == 11009) && !element) continue;
                 if ((k == 4100 || k == 4544 || k == 48) && !tail) continue;
                 bool runs = true;
                 if (p["stage"] == "planes") runs = k % 16 == 0;
@@ -97,12 +101,13 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
     return out;
 }
 
-// Padded leading dimensions: odd for the general schedule, which takes any; 16-byte row
+// Padded leading dimensions: odd for the general and element-I/O schedules, which take any; 16-byte row
 // pitches for x and W where the schedule needs them (cuBLAS itself takes any ldx), and
 // for y where the in-place rescale moves 16-byte vectors.
 W8Case padded(W8Case c, std::map<std::string, std::string> &p, bool cublas) {
-    const bool aligned_x = p["schedule"] != "cuda_general" && !cublas;
-    const bool aligned_w = p["schedule"] != "cuda_general";
+    const bool any_pitch = p["schedule"] == "cuda_general" || p["element_io"] == "true";
+    const bool aligned_x = !any_pitch && !cublas;
+    const bool aligned_w = !any_pitch;
     c.ldx = c.k + (aligned_x ? 8 : 1);
     c.ldw = c.k + (aligned_w ? 16 : 3);
     c.ldy = c.n + (p["stage"] == "rescale" ? 8 : 3);
@@ -157,7 +162,7 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
                     worst = std::max(worst, r.max_rel);
                 }
             }
-            if (p["schedule"] != "cuda_general" && !autoscheduled) {
+            if (p["schedule"] != "cuda_general" && p["element_io"] != "true" && !autoscheduled) {
                 // K = 1002 (W rows 2-byte aligned) fits none of the fast paths: forcing one is
                 // refused, not run.
                 W8Case c{1, 64, 1002, 0, 0, 0, xt, kind.first, kind.second, true};
@@ -173,30 +178,34 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
     CHECK(worst <= 1e-2);
 }
 
-TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte alignment the general variant") {
+TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte alignment the element-I/O ones") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     struct Expect {
         W8Case c;
         const char *schedule;
-        bool tail;
+        const char *suffix;  // of the variant's name: "_ktail", "_element_ktail" or "" (general)
     };
     const Expect cases[] = {
         // K off every step, rows of x and W 4- or 16-byte aligned: the k_tail kernels.
-        {{1, 64, 4100}, "cuda_gemv", true},
-        {{1, 4097, 4544, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_gemv", true},
-        {{3, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true}, "cuda_smallbatch", true},
-        {{16, 4096, 1000, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", true},
-        {{2, 64, 48}, "cuda_smallbatch", true},
+        {{1, 64, 4100}, "cuda_gemv", "_ktail"},
+        {{1, 4097, 4544, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_gemv", "_ktail"},
+        {{3, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true}, "cuda_smallbatch", "_ktail"},
+        {{16, 4096, 1000, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", "_ktail"},
+        {{2, 64, 48}, "cuda_smallbatch", "_ktail"},
         // M past 16 with K off the cuBLAS paths' 16: the B = 16 tile once per 16 rows.
-        {{17, 64, 1000}, "cuda_smallbatch", true},
-        {{100, 1024, 4100, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", true},
-        // Odd row pitches of x or W, K not a multiple of 4, dtypes without k_tail kernels
-        // (bf16 x with fp32 scales, fp16 x with bf16 scales): the general variant.
-        {{1, 64, 4096, 4097}, "cuda_general", false},
-        {{3, 64, 4096, 0, 4099, 67, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_general", false},
-        {{1, 64, 4098}, "cuda_general", false},
-        {{17, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_FP32}, "cuda_general", false},
-        {{300, 64, 1000, 1003, 1001, 65, SCHEDX_FP16, SCHEDX_BF16, true}, "cuda_general", false},
+        {{17, 64, 1000}, "cuda_smallbatch", "_ktail"},
+        {{100, 1024, 4100, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", "_ktail"},
+        // Odd row pitches of x or W, K not a multiple of 4 (11009: Llama's 11008 plus one):
+        // the element-I/O kernels; dtypes without them (bf16 x with fp32 scales, fp16 x with
+        // bf16 scales): the general variant.
+        {{1, 64, 4096, 4097}, "cuda_gemv", "_element_ktail"},
+        {{3, 64, 4096, 0, 4099, 67, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", "_element_ktail"},
+        {{1, 64, 4098}, "cuda_gemv", "_element_ktail"},
+        {{1, 4096, 11009}, "cuda_gemv", "_element_ktail"},
+        {{5, 256, 11009, 11011, 11013, 259}, "cuda_smallbatch", "_element_ktail"},
+        {{16, 4096, 11009, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", "_element_ktail"},
+        {{17, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_FP32}, "cuda_general", ""},
+        {{300, 64, 1000, 1003, 1001, 65, SCHEDX_FP16, SCHEDX_BF16, true}, "cuda_general", ""},
     };
     for (const Expect &e : cases) {
         const W8Case &c = e.c;
@@ -208,7 +217,15 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte al
         CHECK(check_w8(c).error == "");
         CHECK(schedule_of_last() == e.schedule);
         const char *last = schedx_last_variant("w8_linear");
-        CHECK((std::string(last ? last : "").find("_ktail") != std::string::npos) == e.tail);
+        const std::string name = last ? last : "";
+        CAPTURE(name);
+        const std::string suffix = e.suffix;
+        if (suffix.empty()) {
+            CHECK(name.find("_ktail") == std::string::npos);
+        } else {
+            CHECK(name.size() >= suffix.size());
+            CHECK(name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0);
+        }
     }
 }
 

@@ -53,7 +53,7 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
     }
 }
 
-TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M or K up to 16, general between") {
+TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M or K below a tile") {
     // The CUDA bf16 -> e4m3fn variants writing both outputs, as the ABI's filter keeps them;
     // autoscheduled ones are left out (their answer is a bounds query needing a CUDA context).
     static const std::vector<const schedx::Variant *> candidates = [] {
@@ -88,8 +88,8 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
         {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "skinny"},
         {8192, 1, 1, 1, 8192, 0, "skinny"},           {16, 4097, 4097, 4097, 16, 0, "skinny"},
-        {17, 4096, 4096, 4096, 17, 0, "general"},     {48, 512, 512, 512, 48, 0, "general"},
-        {63, 4096, 4096, 4096, 63, 0, "general"},
+        {17, 4096, 4096, 4096, 17, 0, "skinny"},      {48, 512, 512, 512, 48, 0, "skinny"},
+        {63, 4096, 4096, 4096, 63, 0, "skinny"},      {4096, 63, 63, 63, 4096, 0, "skinny"},
     };
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
         const Call &t = calls[n];
@@ -162,7 +162,7 @@ TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byt
     }
 }
 
-TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes the general variant") {
+TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes or odd K the element-I/O kernels") {
     // The CUDA bf16 x, bf16 scales, no-bias variants as the ABI's filter keeps them;
     // autoscheduled ones left out (their answer is a bounds query needing a CUDA context).
     static const std::vector<const schedx::Variant *> candidates = [] {
@@ -194,8 +194,10 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {1, 4096, 11008, 11008, 11008, "cuda_gemv", true, 0}, // whole steps only of 256: the 16-byte tail kernel
         {4, 4096, 4544, 4544, 4544, "cuda_smallbatch", true, 4},  // ahead of dequantize + cuBLAS
         {16, 4097, 4096, 4096, 4096, "cuda_smallbatch", false, 16},  // N off 16: not the int8 planes path
-        {1, 64, 4098, 4098, 4098, "cuda_general", false, 0},  // W rows 2-byte aligned
-        {3, 64, 4096, 4097, 4096, "cuda_general", false, 0},  // x rows 2-byte aligned
+        {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
+        {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O
+        {1, 4096, 11009, 11009, 11009, "cuda_gemv", true, 0},  // odd K: element I/O
+        {16, 4096, 11009, 11009, 11009, "cuda_smallbatch", true, 16},
     };
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
         const Call &t = calls[n];

@@ -363,23 +363,29 @@ class RegistrationTest(unittest.TestCase):
         s = torch.tensor([2.0], device="cuda")
         w = torch.randint(-128, 128, (96, 128), dtype=torch.int8, device="cuda")
         sc = (torch.rand(96, device="cuda") / 32).to(torch.bfloat16)
-        ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)  # warm: modules loaded, scratch allocated
-        ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
-        ops.w8_linear(x[:1], w, sc)
+        # Ragged: 1040 x 272 runs whole tiles and its shifted tiles on a side stream, which
+        # the capture must take in; K = 1001 runs w8_linear's element-I/O kernel.
+        ragged = (torch.randn(1040, 272, device="cuda") * 10).to(torch.bfloat16)
+        x_odd = torch.randn(1, 1001, device="cuda").to(torch.bfloat16)
+        w_odd = torch.randint(-128, 128, (96, 1001), dtype=torch.int8, device="cuda")
+
+        def step():
+            return (ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
+                    + ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
+                    + ops.cast_transpose_fp8_amax(ragged, s, torch.float8_e4m3fn)
+                    + (ops.w8_linear(x[:1], w, sc), ops.w8_linear(x_odd, w_odd, sc)))
+
+        step()  # warm: modules loaded, scratch and side stream made
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            out = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
-            current = ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
-            y = ops.w8_linear(x[:1], w, sc)
-        x.copy_((torch.randn(64, 128, device="cuda") * 5).to(torch.bfloat16))
+            out = step()
+        for t, scale in ((x, 5), (ragged, 3), (x_odd, 2)):
+            t.copy_((torch.randn(t.shape, device="cuda") * scale).to(torch.bfloat16))
         graph.replay()
         torch.cuda.synchronize()
-        want = ops.cast_transpose_fp8_amax(x, s, torch.float8_e4m3fn)
-        want_current = ops.cast_transpose_fp8_current_scaling(x, torch.float8_e4m3fn)
-        for got, ref in zip(out + current, want + want_current):
+        for got, ref in zip(out, step()):
             self.assertTrue(torch.equal(bits(got), bits(ref)))
-        self.assertTrue(torch.equal(y, ops.w8_linear(x[:1], w, sc)))
 
 
 def gpt_fast_quantize(w):

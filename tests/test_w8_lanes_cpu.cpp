@@ -1,5 +1,5 @@
-// The algorithm of w8_linear's CUDA lane kernels (GEMV, small batch; K tails and 4-byte
-// vectors) on the CPU: the same generator code with default_schedule=true, built as test
+// The algorithm of w8_linear's CUDA lane kernels (GEMV, small batch; K tails, 4-byte
+// vectors and element I/O) on the CPU: the same generator code with default_schedule=true, built as test
 // libraries (tests/CMakeLists.txt), against the fp64 reference. What a GPU alone can check
 // is the schedule's mapping (lanes, shuffles, vector loads); the indexing, the clamps of rows
 // past N and M, and the tail's guard are checked here.
@@ -8,6 +8,8 @@
 #include "check_library.h"
 #include "w8_linear_call.h"
 #include "w8_linear_case.h"
+#include "w8_lanes_element.h"
+#include "w8_lanes_element_fp16_bias.h"
 #include "w8_lanes_runs.h"
 #include "w8_lanes_v1_tail.h"
 #include "w8_lanes_v4_tail.h"
@@ -21,13 +23,16 @@ struct Lanes {
     bool bias;
     int64_t k_granule;  // K in whole vectors (k_tail) or whole steps
     int64_t x_pad;      // elements of row padding that keep x's rows a vector apart
+    int64_t w_pad;      // ... and W's (odd for element I/O: rows 1-byte aligned)
 };
 
 const Lanes kLanes[] = {
-    {SCHEDX_CHECK_LIBRARY(w8_lanes_v1_tail), SCHEDX_BF16, SCHEDX_BF16, false, 4, 4},
-    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail), SCHEDX_BF16, SCHEDX_BF16, false, 16, 8},
-    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail_fp16_bias), SCHEDX_FP16, SCHEDX_FP32, true, 16, 8},
-    {SCHEDX_CHECK_LIBRARY(w8_lanes_runs), SCHEDX_BF16, SCHEDX_BF16, false, 512, 8},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v1_tail), SCHEDX_BF16, SCHEDX_BF16, false, 4, 4, 16},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail), SCHEDX_BF16, SCHEDX_BF16, false, 16, 8, 16},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail_fp16_bias), SCHEDX_FP16, SCHEDX_FP32, true, 16, 8, 16},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_runs), SCHEDX_BF16, SCHEDX_BF16, false, 512, 8, 16},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_element), SCHEDX_BF16, SCHEDX_BF16, false, 1, 1, 3},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_element_fp16_bias), SCHEDX_FP16, SCHEDX_FP32, true, 1, 1, 3},
 };
 
 schedx::Variant variant_of(const Lanes &l) { return test::check_library_variant(l.library, "w8_linear"); }
@@ -46,7 +51,7 @@ test::W8LinearRunner runner_of(const schedx::Variant &v) {
 
 }  // namespace
 
-TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, rows past N and M, padded rows") {
+TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, element I/O, rows past N and M, padded rows") {
     for (const Lanes &l : kLanes) {
         const schedx::Variant v = variant_of(l);
         CAPTURE(l.library.name);
@@ -54,6 +59,9 @@ TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, rows past 
         // 4544 = Falcon-7B's hidden size), whole steps; the no-tail library takes whole steps only.
         std::vector<int64_t> ks = {l.k_granule, 3 * l.k_granule, 4096 + l.k_granule, 4544, 4096, 1000};
         if (l.k_granule == 512) ks = {512, 4096};
+        // Element I/O: any K, odd ones (11009 = 11008 + 1, Llama's MLP width plus one) and
+        // below one lane's run included; rows then 1-byte (W) and 2-byte (x) aligned.
+        if (l.k_granule == 1) ks = {1, 2, 31, 33, 255, 1025, 4100, 4545, 11009};
         for (int64_t k : ks) {
             if (k % l.k_granule != 0) continue;
             for (int64_t m : {1, 3, 17}) {
@@ -69,7 +77,7 @@ TEST_CASE("w8_linear lane layout on the CPU: K tails, 4-byte vectors, rows past 
                         c.bias = l.bias;
                         if (padded) {
                             c.ldx = k + l.x_pad;
-                            c.ldw = k + 16;
+                            c.ldw = k + l.w_pad;
                             c.ldy = n + 3;
                         }
                         CHECK(test::check_w8_linear(c, 0, runner_of(v)).error == "");

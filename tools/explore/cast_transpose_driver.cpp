@@ -107,7 +107,7 @@ const OpDriver &cast_transpose_driver() {
         // ../shared/ANCHORS.md's four shapes, and others around them (4000^2 is not whole tiles).
         {{2048, 2048}, {4096, 4096}, {4000, 4000}, {8192, 4096}, {8192, 8192}, {4096, 14336}, {14336, 4096}, {16384, 4096}},
         {{3072, 4096}, {2999, 4001}, {4096, 4096}, {4097, 4096}, {8192, 8192}, {8000, 8000}, {1, 8192}, {7, 16384},
-         {16384, 7}, {12288, 6144}, {12000, 6000}},
+         {16384, 7}, {32, 16384}, {48, 8192}, {16384, 32}, {12288, 6144}, {12000, 6000}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {
             return std::make_unique<CastTranspose>(b, config == "bf16+amax", shape[0], shape[1]);
         }};

@@ -12,6 +12,7 @@
 #include "w8_lanes_element_fp16_bias.h"
 #include "w8_lanes_runs.h"
 #include "w8_lanes_v1_tail.h"
+#include "w8_lanes_v2_tail.h"
 #include "w8_lanes_v4_tail.h"
 #include "w8_lanes_v4_tail_fp16_bias.h"
 
@@ -28,6 +29,7 @@ struct Lanes {
 
 const Lanes kLanes[] = {
     {SCHEDX_CHECK_LIBRARY(w8_lanes_v1_tail), SCHEDX_BF16, SCHEDX_BF16, false, 4, 4, 16},
+    {SCHEDX_CHECK_LIBRARY(w8_lanes_v2_tail), SCHEDX_BF16, SCHEDX_BF16, false, 8, 8, 16},
     {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail), SCHEDX_BF16, SCHEDX_BF16, false, 16, 8, 16},
     {SCHEDX_CHECK_LIBRARY(w8_lanes_v4_tail_fp16_bias), SCHEDX_FP16, SCHEDX_FP32, true, 16, 8, 16},
     {SCHEDX_CHECK_LIBRARY(w8_lanes_runs), SCHEDX_BF16, SCHEDX_BF16, false, 512, 8, 16},

@@ -544,11 +544,14 @@ private:
         return reinterpret<float>(select((u & u32(0x7FFFFFFF)) < u32(0x00800000), u & u32(0x80000000), u));
     }
 
-    // fp32(v * s) as IEEE rounds it, s normal and positive (bits). A subnormal v (which the
-    // GPU would flush) is rebuilt exactly 2^64 larger from its integer mantissa, scaled,
-    // and brought back; where that result is itself subnormal it encodes as fp8 zero either way.
+    // fp32(v * s) as IEEE rounds it, s normal and positive (bits). On CUDA one mul.f32: the
+    // PTX has no .ftz (above), so subnormal v and products stay. Elsewhere a subnormal v (which
+    // a flushing CPU mode would zero) is rebuilt exactly 2^64 larger from its integer
+    // mantissa, scaled, and brought back; where that result is itself subnormal it encodes as
+    // fp8 zero either way.
     Expr scaled(Expr v, Expr s_bits) {
         Expr s = reinterpret<float>(s_bits);
+        if (get_target().has_feature(Target::CUDA)) return strict_float(v * s);
         Expr u = reinterpret<uint32_t>(v);
         Expr a = u & u32(0x7FFFFFFF);
         Expr lifted = reinterpret<float>(reinterpret<uint32_t>(cast<float>(a) * 0x1p-85f) | (u & u32(0x80000000)));

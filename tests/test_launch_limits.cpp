@@ -89,3 +89,19 @@ TEST_CASE("CUDA launches: constant threads per block within 1024, shared memory 
     CHECK(ops.count("quantize_fp8"));
     CHECK(checked >= 200);
 }
+
+// quantize_fp8's CUDA kernels scale by one mul.f32 and rely on the PTX keeping subnormal
+// operands and products (no .ftz), as TE and torch do; Halide asks for flushing
+// (nvptx-f32ftz) but 21 emits none. A Halide that did would fail here, not on the GPU.
+TEST_CASE("CUDA kernels' PTX holds no flush-to-zero instruction") {
+    int checked = 0;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.device != schedx::Device::cuda) continue;
+        CAPTURE(v.name);
+        const std::string text = test::stmt_text(v);
+        REQUIRE(text.find(".version") != std::string::npos);  // the PTX is in the statement
+        CHECK(text.find(".ftz") == std::string::npos);
+        checked++;
+    }
+    CHECK(checked >= 200);
+}

@@ -30,8 +30,9 @@
 // nothing promises that), the references keep them (TE and torch build without ftz). So every
 // step whose result could depend on it is exact integer arithmetic or takes no denormal
 // operand: the amax is an integer maximum of |x|'s bits, the divisions run in fp64 from
-// exactly built operands and round to fp32 by integer code, and a subnormal x is rebuilt
-// 2^64 larger before it is scaled.
+// exactly built operands and round to fp32 by integer code, and off CUDA a subnormal x is
+// rebuilt 2^64 larger before it is scaled. On CUDA x * scale is one mul.f32, which rests on
+// the PTX having no .ftz (tests/test_launch_limits.cpp checks every kernel).
 //
 // The tiled CUDA kernels encode with integer arithmetic (any GPU) or, with encoder=ptx, by
 // cvt.rn.satfinite.{e4m3,e5m2}x2.f32 on pairs of adjacent elements of an output row (sm_89,

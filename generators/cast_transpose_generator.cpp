@@ -32,6 +32,9 @@ public:
     // cuda_tiled: word (32-bit I/O, 16-byte aligned rows) | element (any row and pointer the
     // element size allows: the element algorithm, as cuda_general and cpu compute it)
     GeneratorParam<std::string> io{"io", "word"};
+    // cuda_tiled with io=word: element stores cols one byte per element, so its rows (M bytes
+    // long) need no alignment: a ragged M with an aligned K (token counts), input and rows in words.
+    GeneratorParam<std::string> cols_io{"cols_io", "word"};
     GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile width along K, in elements
     GeneratorParam<int> tile_rows{"tile_rows", 0};     // cuda_tiled: tile height along M (0: tile, square)
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
@@ -41,12 +44,17 @@ public:
     // the runtime's PTX rewrite; needs a fixed fp8). H200 8192^2: t128x64r8w4 ptx 72.3 us
     // against the integer best 73.3, fused amax 1.016x the cast (ptx_rewrite_2026-12-04_h200_165497c.md).
     GeneratorParam<std::string> encoder{"encoder", "integer"};
+    // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
+    // tests build the word tiles for the CPU (tests/test_cast_tiles_cpu.cpp). No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     Input<Buffer<float, 0>> scale{"scale"};
     Input<int> fp8_format{"fp8_format"};
 
     void configure() {
         word_io = sched.value() == "cuda_tiled" && io.value() == "word";
+        cols_bytes = word_io && cols_io.value() == "element";
+        if (cols_io.value() != "word" && !cols_bytes) throw std::invalid_argument("cols_io=element takes cuda_tiled io=word");
         if (sched.value() == "cuda_tiled" && io.value() != "word") {
             if (io.value() != "element") throw std::invalid_argument("unknown io " + io.value());
             if (with_amax) throw std::invalid_argument("io=element has no fused amax (the abs_max pass serves it)");
@@ -56,7 +64,7 @@ public:
         input = add_input<Buffer<>>("input", t, 2);
         const Type out_t = word_io ? UInt(32) : UInt(8);
         if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
-        if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", out_t, 2);
+        if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", cols_bytes ? UInt(8) : out_t, 2);
         if (with_amax && word_io) {
             // amax_address: the device address of the caller's amax (float bits), which the
             // runtime zeroes on the stream just before the kernel. Each tile adds its maximum
@@ -113,12 +121,14 @@ public:
             // word column x / 4, by three byte permutes (PRMT): t64r8w4 has 1240 SASS
             // instructions per thread where shifts and masks gave 1288, on the integer
             // pipe, the kernel's busiest (76% at 8192^2, ncu).
-            if (cols) {
+            if (cols && cols_bytes) {
+                (*cols)(y, x) = cast<uint8_t>(f8_word(x / 4, y) >> (cast<uint32_t>(x % 4) * 8));
+            } else if (cols) {
                 Expr b = cast<uint32_t>(x % 4);
                 Expr pair_sel = b | ((b + 4) << 4);  // byte b of the first word, then of the second
-                Expr low = schedx::prmt(f8_word(x / 4, 4 * y), f8_word(x / 4, 4 * y + 1), pair_sel);
-                Expr high = schedx::prmt(f8_word(x / 4, 4 * y + 2), f8_word(x / 4, 4 * y + 3), pair_sel);
-                (*cols)(y, x) = schedx::prmt(low, high, schedx::u32(0x5410));
+                Expr low = permute(f8_word(x / 4, 4 * y), f8_word(x / 4, 4 * y + 1), pair_sel);
+                Expr high = permute(f8_word(x / 4, 4 * y + 2), f8_word(x / 4, 4 * y + 3), pair_sel);
+                (*cols)(y, x) = permute(low, high, schedx::u32(0x5410));
             }
         } else {
             if (rows) (*rows)(x, y) = f8(x, y);
@@ -174,10 +184,14 @@ public:
         input->set_estimates({{0, 8192 / elems_per_word}, {0, 8192}});
         fp8_format.set_estimate(0);
         if (rows) rows->set_estimates({{0, 8192 / wide}, {0, 8192}});
-        if (cols) cols->set_estimates({{0, 8192 / wide}, {0, 8192}});
+        if (cols) cols->set_estimates({{0, 8192 / (cols_bytes ? 1 : wide)}, {0, 8192}});
 
         // THE SCHEDULE
         if (using_autoscheduler()) return;
+        if (default_schedule) {
+            if (sched.value() == "cuda_tiled" && word_io) constrain_tiled_words();
+            return;
+        }
         if (sched.value() == "cpu") {
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
@@ -195,7 +209,7 @@ public:
 
 private:
     Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
-    bool word_io = false;
+    bool word_io = false, cols_bytes = false;  // cols_bytes: cols_io=element
     Input<Buffer<>> *input = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr;
     Output<Buffer<uint32_t, 0>> *amax = nullptr;
@@ -228,6 +242,11 @@ private:
     }
 
     int tile_m() const { return tile_rows > 0 ? int(tile_rows) : int(tile); }
+
+    // PRMT on CUDA; shifts and masks for the CPU builds of the tiles (default_schedule).
+    Expr permute(Expr a, Expr b, Expr sel) {
+        return get_target().has_feature(Target::CUDA) ? schedx::prmt(a, b, sel) : schedx::prmt_by_shifts(a, b, sel);
+    }
 
     // The tiled kernels' threads per tile: tx across a tile row (each loads load_words input
     // words and encodes fw fp8 words per row) times ty down it (r rows each). The same
@@ -378,12 +397,11 @@ private:
     // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
     // threads idles the rest at each barrier); each thread moves load_words input words
     // per row and rows_per_thread rows, so several 16-byte loads are in flight.
-    void schedule_cuda_tiled() {
-        const ThreadGrid g = thread_grid();
-        const int T = tile, TM = tile_m(), R = g.r, LW = load_words, FW = g.fw;
+    // Whole tiles only; both outputs have the input's (transposed) extent; word buffers from 0
+    // with rows in whole 16-byte vectors.
+    void constrain_tiled_words() {
+        const int T = tile, TM = tile_m();
         const int epw = 32 / schedx::elem_bits(in_type);
-
-        // Whole tiles only; both outputs have the input's (transposed) extent.
         Expr in_w = input->dim(0).extent(), m = input->dim(1).extent();
         input->dim(0).set_min(0).set_extent((in_w / (T / epw)) * (T / epw));
         input->dim(1).set_min(0).set_extent((m / TM) * TM).set_stride((input->dim(1).stride() / 4) * 4);
@@ -391,16 +409,25 @@ private:
         // 8-byte output vectors be single stores (they were pairs of 4-byte ones).
         input->set_host_alignment(16);
         if (rows) rows->set_host_alignment(16);
-        if (cols) cols->set_host_alignment(16);
+        if (cols && !cols_bytes) cols->set_host_alignment(16);
         Expr k = input->dim(0).extent() * epw;
         if (rows) {
             rows->dim(0).set_min(0).set_extent(k / 4);
             rows->dim(1).set_min(0).set_extent(input->dim(1).extent()).set_stride((rows->dim(1).stride() / 4) * 4);
         }
-        if (cols) {
+        if (cols && cols_bytes) {
+            cols->dim(0).set_min(0).set_extent(input->dim(1).extent());
+            cols->dim(1).set_min(0).set_extent(k);
+        } else if (cols) {
             cols->dim(0).set_min(0).set_extent(input->dim(1).extent() / 4);
             cols->dim(1).set_min(0).set_extent(k).set_stride((cols->dim(1).stride() / 4) * 4);
         }
+    }
+
+    void schedule_cuda_tiled() {
+        const ThreadGrid g = thread_grid();
+        const int T = tile, TM = tile_m(), R = g.r, LW = load_words, FW = g.fw;
+        constrain_tiled_words();
 
         Func first = rows ? *rows : *cols;
         if (rows) {
@@ -413,7 +440,24 @@ private:
                 .gpu_blocks(xo, yo)
                 .gpu_threads(xt, yt);
         }
-        if (cols) {
+        if (cols && cols_bytes) {
+            // 32 lanes along m, so that each warp store is 32 contiguous bytes; the same
+            // threads as rows (a multiple of 32, checked), each on T / (threads / 32) columns.
+            const int threads = g.tx * g.ty, down = threads / 32;
+            if (threads % 32 != 0 || TM % 32 != 0 || T % down != 0) {
+                throw std::invalid_argument("cols_io=element needs whole warps, tile_rows a multiple of 32");
+            }
+            cols->split(y, yo, yi, TM, TailStrategy::RoundUp)
+                .split(x, xo, xi, T, TailStrategy::RoundUp)
+                .split(yi, yi, yt, 32, TailStrategy::RoundUp)
+                .split(xi, xt, xi, T / down, TailStrategy::RoundUp)
+                .reorder(yi, xi, yt, xt, xo, yo)
+                .unroll(yi)
+                .unroll(xi)
+                .gpu_blocks(xo, yo)
+                .gpu_threads(yt, xt);
+            if (rows) cols->compute_with(*rows, xo);
+        } else if (cols) {
             // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
             cols->split(y, yo, yi, TM / 4, TailStrategy::RoundUp)
                 .split(x, xo, xi, T, TailStrategy::RoundUp)

@@ -190,6 +190,20 @@ inline Halide::Expr prmt(Halide::Expr a, Halide::Expr b, Halide::Expr sel) {
     return Internal::Call::make(UInt(32), "llvm.nvvm.prmt", {a, b, cast<uint32_t>(sel)}, Internal::Call::PureExtern);
 }
 
+// prmt by shifts and masks, for targets without PRMT (the CPU builds of CUDA algorithms in
+// tests): selector nibbles 0-7 only (no sign replication).
+inline Halide::Expr prmt_by_shifts(Halide::Expr a, Halide::Expr b, Halide::Expr sel) {
+    using namespace Halide;
+    sel = cast<uint32_t>(sel);
+    Expr out = u32(0);
+    for (int j = 0; j < 4; j++) {
+        Expr nibble = (sel >> (4 * j)) & u32(7);
+        Expr from = select(nibble < 4, a, b) >> ((nibble & u32(3)) * 8);
+        out = out | ((from & u32(0xFF)) << (8 * j));
+    }
+    return out;
+}
+
 // Byte i (0..3) of a uint32 word, an int8, as a float, without an int-to-float
 // instruction (those run at a fraction of the FMA rate on the GPU): the byte biased to
 // unsigned becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.

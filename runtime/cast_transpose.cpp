@@ -24,7 +24,9 @@ const char *dtype_name(schedx_dtype t) {
     }
 }
 
-void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
+}  // namespace
+
+void bind_cast(PipelineCall &call, const CastTransposeCall &c) {
     call.bind_matrix("input", c.x, c.m, c.k, c.ldx, c.elem_bytes);
     call.bind_scalar_buffer("scale", c.scale);
     call.bind_int("fp8_format", c.format);
@@ -37,6 +39,8 @@ void bind(PipelineCall &call, const Variant &v, const CastTransposeCall &c) {
     call.bind_address("amax_address", c.amax);
     call.bind_address("scale_inv_address", c.scale_inv);
 }
+
+namespace {
 
 // The short dimension a cuda_skinny variant takes: its threads walk it one element per step.
 // Up to one row short of the smallest tile (64), which no tiled variant takes.
@@ -63,7 +67,7 @@ TileShape tile_shape(const Variant &v) {
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
         PipelineCall query(v, nullptr);
-        bind(query, v, c);
+        bind_cast(query, c);
         return query.bounds_fit();
     }
     // One thread per element of the long dimension, walking the short one (at most kSkinnyMax).
@@ -72,10 +76,11 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
     const TileShape t = tile_shape(v);
     if (c.m < t.m || c.k < t.k) return false;
     if (v.param("io", "word") == "element") return true;
-    const bool shift_m = c.m % t.m != 0, shift_k = c.k % t.k != 0;
+    // cols_io=element stores cols by bytes: any ld_cols and M.
+    const bool shift_m = c.m % t.m != 0, shift_k = c.k % t.k != 0, cols_bytes = v.param("cols_io") == "element";
     return aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 && (!shift_k || (c.k * c.elem_bytes) % 16 == 0) &&
            (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0 && (!shift_k || c.k % 16 == 0))) &&
-           (!c.cols || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
+           (!c.cols || cols_bytes || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
 }
 
 // Untuned, the general, skinny and autoscheduled CUDA variants go after every tiled one: the
@@ -224,7 +229,7 @@ schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
     auto launch = [&](size_t i, void *on) {
         const TileRegion &r = regions[i];
         PipelineCall call(*v, on, ctx);
-        bind(call, *v, c.region(r));
+        bind_cast(call, c.region(r));
         if (tile_sinks[i]) call.bind_matrix("tile_sink", tile_sinks[i], r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
         return call.run();
     };
@@ -242,6 +247,8 @@ schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
             if ((s = launch(i, stream))) return s;
         }
     }
+    // The amax pass takes the workspace lock itself (abs_max's block maxima).
+    if (workspace_lock.owns_lock()) workspace_lock.unlock();
     if ((c.amax || c.scale_inv) && !fused_amax) return run_amax_pass(cc.dev, cc.in_type, c, stream, ctx);
     return SCHEDX_OK;
 }

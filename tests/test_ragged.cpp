@@ -83,7 +83,7 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
     };
     const Call calls[] = {
         {4096, 4096, 4096, 4096, 4096, 0, "word"},    {12000, 6000, 6000, 6000, 12000, 0, "word"},
-        {4097, 4096, 4096, 4096, 4097, 0, "element"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
+        {4097, 4096, 4096, 4096, 4097, 0, "cols_bytes"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
         {512, 512, 513, 512, 512, 0, "element"},      {512, 512, 512, 512, 512, 2, "element"},
         {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
         {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "skinny"},
@@ -110,9 +110,10 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         const schedx::Variant &chosen = *ranked->front();
         CAPTURE(chosen.name);
         const std::string_view schedule = chosen.param("schedule");
-        const std::string io = schedule == "cuda_general"  ? "general"
-                               : schedule == "cuda_skinny" ? "skinny"
-                                                           : std::string(chosen.param("io", "word"));
+        const std::string io = schedule == "cuda_general"           ? "general"
+                               : schedule == "cuda_skinny"          ? "skinny"
+                               : chosen.param("cols_io") == "element" ? "cols_bytes"
+                                                                    : std::string(chosen.param("io", "word"));
         CHECK(io == t.io);
         // Where a word tile runs, the choice is the one list order alone gave before the element tiles.
         if (io == "word") CHECK(listed->front() == &chosen);

@@ -67,11 +67,13 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         }
         return out;
     }();
-    // The element-I/O variants are listed after every other CUDA variant of the op.
+    // The element-I/O variants are listed after every other CUDA variant of the op but the
+    // cols_io=element word tiles, which follow them until a GPU has timed them.
     size_t first_element = candidates.size(), last_other = 0;
     for (size_t i = 0; i < candidates.size(); i++) {
         if (candidates[i]->param("io") == "element") first_element = std::min(first_element, i);
-        else last_other = i;
+        else if (candidates[i]->param("cols_io") != "element") last_other = i;
+        else CHECK(i > first_element);
     }
     REQUIRE(first_element < candidates.size());
     CHECK(last_other < first_element);
@@ -83,7 +85,7 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
     };
     const Call calls[] = {
         {4096, 4096, 4096, 4096, 4096, 0, "word"},    {12000, 6000, 6000, 6000, 12000, 0, "word"},
-        {4097, 4096, 4096, 4096, 4097, 0, "cols_bytes"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
+        {4097, 4096, 4096, 4096, 4097, 0, "element"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
         {512, 512, 513, 512, 512, 0, "element"},      {512, 512, 512, 512, 512, 2, "element"},
         {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
         {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "skinny"},

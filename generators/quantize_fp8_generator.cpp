@@ -82,6 +82,10 @@ public:
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
+    // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
+    // rows row or cols column as one 4-byte store (else 4 loads and 4 byte stores); x 8-byte
+    // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
+    GeneratorParam<bool> vector_io{"vector_io", false};
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second}}};
     GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
@@ -678,6 +682,15 @@ private:
             cols->dim(0).set_min(0).set_extent(M);
             cols->dim(1).set_min(0).set_extent(K);
         }
+        if (vector_io) {
+            input->set_host_alignment(8);
+            input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
+            for (Output<Buffer<>> *o : {rows, cols}) {
+                if (!o) continue;
+                o->set_host_alignment(4);
+                o->dim(1).set_stride((o->dim(1).stride() / 4) * 4);
+            }
+        }
         // Scale arrays (no padding at whole tiles): block1d [K/128][M], [M/128][K]; block2d
         // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
         Expr rs0 = recipe == Recipe::block1d ? M : K / B, rs1 = recipe == Recipe::block1d ? K / B : (square ? M / B : M);
@@ -692,10 +705,11 @@ private:
                 .split(xi, xt, xi, 4, TailStrategy::RoundUp)
                 .split(yi, yt, yi, R, TailStrategy::RoundUp)
                 .reorder(xi, yi, xt, yt, xo, yo)
-                .unroll(xi)
                 .unroll(yi)
                 .gpu_blocks(xo, yo)
                 .gpu_threads(xt, yt);
+            if (vector_io) rows->vectorize(xi);
+            else rows->unroll(xi);
         }
         if (cols) {
             cols->split(y, yo, yi, T, TailStrategy::RoundUp)
@@ -703,10 +717,11 @@ private:
                 .split(yi, yt, yi, 4, TailStrategy::RoundUp)
                 .split(xi, xt, xi, R, TailStrategy::RoundUp)
                 .reorder(yi, xi, yt, xt, xo, yo)
-                .unroll(yi)
                 .unroll(xi)
                 .gpu_blocks(xo, yo)
                 .gpu_threads(yt, xt);
+            if (vector_io) cols->vectorize(yi);
+            else cols->unroll(yi);
             if (rows) cols->compute_with(*rows, xo);
         }
         // encoder=ptx: a thread's two cvt pairs per row (rows) or column (cols) in registers,
@@ -751,7 +766,6 @@ private:
             .split(x, xt, x, 4, TailStrategy::RoundUp)
             .split(y, yt, y, R, TailStrategy::RoundUp)
             .reorder(x, y, xt, yt)
-            .unroll(x)
             .unroll(y)
             .gpu_threads(xt, yt)
             // The fused stages clamp their tiles to their own ranges, which bounds inference
@@ -759,6 +773,8 @@ private:
             .bound_extent(x, T)
             .bound_extent(y, T);
         if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
+        if (vector_io) xraw.vectorize(x);
+        else xraw.unroll(x);
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (!bs->scale.defined()) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'

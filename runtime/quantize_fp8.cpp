@@ -71,7 +71,12 @@ namespace {
 bool can_run(const Variant &v, const QuantizeCall &c) {
     if (v.param("schedule") != "cuda_tiled") return true;
     const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
-    return c.m % whole == 0 && c.k % whole == 0;
+    // vector_io: x in 8-byte loads, the codes in 4-byte stores (generators/quantize_fp8_generator.cpp).
+    const auto aligned = [](const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
+    const bool vectors_fit = v.param("vector_io") != "true" ||
+                             (aligned(c.x, 8) && c.ldx % 4 == 0 && (!c.rows || (aligned(c.rows, 4) && c.ld_rows % 4 == 0)) &&
+                              (!c.cols || (aligned(c.cols, 4) && c.ld_cols % 4 == 0)));
+    return c.m % whole == 0 && c.k % whole == 0 && vectors_fit;
 }
 
 // Axiswise in two passes (variants with axis_pass first): the first writes rows, its scales

@@ -8,6 +8,8 @@
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES)
+#   [pending] (the variants built without a GPU run: forced tests, memcheck, timed; about 10 minutes
+#   at PENDING_TIMEOUT=60)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -34,9 +36,9 @@ for step in $steps; do
   start=$(date +%s)
   rc=0
   case $step in
-    tests)  # both binaries run; the step fails if either does
+    tests)  # every binary runs, each bounded (TEST_TIMEOUT s: a hang costs one binary, not the call)
       for t in schedx_cuda_tests schedx_cuda_abs_max_tests schedx_cuda_w8_tests schedx_cuda_concurrency_tests schedx_cuda_ptx_tests; do
-        build/tests/$t > "$out/$t.log" 2>&1 || rc=1
+        timeout "${TEST_TIMEOUT:-280}" build/tests/$t > "$out/$t.log" 2>&1 || rc=1
         tail -n 6 "$out/$t.log"
       done ;;
     sanitize)
@@ -77,7 +79,7 @@ for step in $steps; do
       grep -h "dispatch chose" "$out"/explore_*.md ;;
     ragged)  # issue 29: the ragged shape sets, every variant timed, dispatch checked; memcheck of the shifted and element-I/O tiles
       for op in cast_transpose w8_linear; do
-        build/tools/schedx-explore --op $op --device cuda --ragged --db "$out/ragged_tuning.jsonl" ${EXPLORE_ARGS:-} \
+        timeout "${EXPLORE_TIMEOUT:-280}" build/tools/schedx-explore --op $op --device cuda --ragged --db "$out/ragged_tuning.jsonl" ${EXPLORE_ARGS:-} \
           ${RAGGED_VARIANTS:+--variants "$RAGGED_VARIANTS"} --csv "$out/ragged_$op.csv" > "$out/ragged_$op.md" 2> "$out/ragged_$op.err" || rc=1
       done
       grep -h "dispatch chose" "$out"/ragged_*.md
@@ -88,6 +90,30 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
+    pending)  # what the last sessions built without a GPU run: the new variants forced (only they,
+      # SCHEDX_TEST_VARIANTS) with the dispatch, ragged and empty cases, under memcheck too, then timed
+      # beside their aligned neighbours and twins. Each part bounded by PENDING_TIMEOUT s.
+      t=${PENDING_TIMEOUT:-60}
+      for run in "schedx_cuda_tests:cols_element|skinny" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1" \
+                 "schedx_cuda_quantize_tests:_vec"; do
+        bin=${run%%:*}
+        SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1
+        tail -n 3 "$out/pending_$bin.log"
+        SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" compute-sanitizer --tool memcheck --error-exitcode 9 \
+          build/tests/$bin > "$out/pending_memcheck_$bin.log" 2>&1 || rc=1
+        tail -n 3 "$out/pending_memcheck_$bin.log"
+      done
+      timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/pending_tuning.jsonl" \
+        --shapes 4096x4096,4097x4096,12288x6144,12000x6000,3072x4096,2999x4001,48x8192,32x16384,16384x32 \
+        --variants t64r8w4,t64r4w4p2,t128x64r8w4,cols_element,t64r8_element_io,skinny,cuda_general \
+        > "$out/pending_cast.md" 2>&1 || rc=1
+      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --db "$out/pending_tuning.jsonl" \
+        --shapes 1x4096x4096,1x4096x4100,1x4096x5000,1x4096x11009,4x4096x4096,4x4096x5000,4x4096x11009,16x4096x4096,16x4096x11009 \
+        --variants _ktail,gemv_r2w16_coalesced,b4_r2w16_coalesced,b16_r4w4_coalesced,cuda_general \
+        > "$out/pending_w8.md" 2>&1 || rc=1
+      timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/pending_tuning.jsonl" \
+        --shapes 8192x8192 --variants t128r16_cvt > "$out/pending_quantize.md" 2>&1 || rc=1
+      grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

@@ -57,7 +57,6 @@ public:
         if (cols_io.value() != "word" && !cols_bytes) throw std::invalid_argument("cols_io=element takes cuda_tiled io=word");
         if (sched.value() == "cuda_tiled" && io.value() != "word") {
             if (io.value() != "element") throw std::invalid_argument("unknown io " + io.value());
-            if (with_amax) throw std::invalid_argument("io=element has no fused amax (the abs_max pass serves it)");
             if (encoder.value() != "integer") throw std::invalid_argument("io=element encodes with the integer encoder");
         }
         Type t = in_type == ElemType::fp32 ? Float(32) : (word_io ? UInt(32) : UInt(16));
@@ -65,7 +64,7 @@ public:
         const Type out_t = word_io ? UInt(32) : UInt(8);
         if (outputs == Outputs::both || outputs == Outputs::rows) rows = add_output<Buffer<>>("rows", out_t, 2);
         if (outputs == Outputs::both || outputs == Outputs::cols) cols = add_output<Buffer<>>("cols", cols_bytes ? UInt(8) : out_t, 2);
-        if (with_amax && word_io) {
+        if (with_amax && sched.value() == "cuda_tiled") {
             // amax_address: the device address of the caller's amax (float bits), which the
             // runtime zeroes on the stream just before the kernel. Each tile adds its maximum
             // there by an atomic that no thread waits for, and the first tile writes scale_inv
@@ -87,7 +86,16 @@ public:
         xbits(x, y) = element_bits(x, y);
         Expr value = schedx::decode_to_float(xbits(x, y), in_type);
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
-        f8(x, y) = schedx::encode_fp8(value * scale(), is_e5m2);
+        Expr code = schedx::encode_fp8(value * scale(), is_e5m2);
+        if (with_amax && sched.value() == "cuda_tiled" && !word_io) {
+            // Element tiles with the fused amax: each element's |x| in the input format's bits
+            // beside its code, which the word tiles keep per word (below).
+            const bool half = in_type != ElemType::fp32;
+            Expr abs_x = xbits(x, y) & schedx::u32(half ? 0x7FFF : 0x7FFFFFFF);
+            f8(x, y) = Tuple(code, half ? cast<uint16_t>(abs_x) : abs_x);
+        } else {
+            f8(x, y) = code;
+        }
 
         if (word_io) {
             // Four fp8 codes per 32-bit word, lowest address in the low byte.
@@ -131,8 +139,8 @@ public:
                 (*cols)(y, x) = permute(low, high, schedx::u32(0x5410));
             }
         } else {
-            if (rows) (*rows)(x, y) = f8(x, y);
-            if (cols) (*cols)(y, x) = f8(x, y);
+            if (rows) (*rows)(x, y) = f8_code(x, y);
+            if (cols) (*cols)(y, x) = f8_code(x, y);
         }
 
         if (with_amax) {
@@ -144,13 +152,19 @@ public:
                 // element); warp_max: its warp's maximum, in every lane; tile_max: the tile's,
                 // from the first lane of each of its warps. The whole amax is in place once the
                 // kernel has finished.
-                const ThreadGrid g = thread_grid();
+                const ThreadGrid g = amax_grid();
                 amax_tile_rdom = RDom(0, g.fw, 0, g.r, "t");
                 const RDom &t = amax_tile_rdom;
-                Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
                 Expr wy = (y / g.ty) * tile_m() + (y % g.ty) * g.r + t.y;
-                thread_max(x, y) = schedx::u32(0);
-                thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
+                if (word_io) {
+                    Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
+                    thread_max(x, y) = schedx::u32(0);
+                    thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
+                } else {  // element tiles: thread l of a tile row encodes elements l, l + 32, ...
+                    Expr ex = (x / g.tx) * tile + t.x * g.tx + x % g.tx;
+                    thread_max(x, y) = schedx::u32(0);
+                    thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8(ex, wy)[1]));
+                }
                 warp_max(x, y) = schedx::warp_max_u32(thread_max(x, y));
                 RDom w(0, g.tx * g.ty / 32, "w");
                 tile_max(x, y) = schedx::u32(0);
@@ -228,6 +242,8 @@ private:
     Expr abs_bits_of(Expr bits) {
         return reinterpret<uint32_t>(schedx::decode_to_float(bits, in_type)) & schedx::u32(0x7FFFFFFF);
     }
+    // The fp8 code of f8 (a Tuple with |x|'s bits in element tiles with the fused amax).
+    Expr f8_code(Expr ex, Expr ey) { return f8.outputs() > 1 ? f8(ex, ey)[0] : Expr(f8(ex, ey)); }
     // The packed fp8 word of f8_words (a Tuple with the words' max |x| when amax is fused).
     Expr f8_word(Expr wx, Expr wy) {
         return f8_words.outputs() > 1 ? f8_words(wx, wy)[0] : Expr(f8_words(wx, wy));
@@ -267,6 +283,15 @@ private:
             throw std::invalid_argument("a fused amax needs whole warps per tile");
         }
         return {tx, ty, fw, R, cfw, cr};
+    }
+
+    // The threads of the fused amax's reduction: the word tiles' grid, or the element tiles'
+    // 32 lanes along a tile row by tile_rows / rows_per_thread rows (fw: elements a thread
+    // encodes per row, 32 apart).
+    ThreadGrid amax_grid() const {
+        if (word_io) return thread_grid();
+        const int R = rows_per_thread;
+        return {32, tile_m() / R, tile / 32, R, 0, 0};
     }
 
     // CPU (the fallback without a GPU): 2 cores of the build machine, AVX2, bf16 4096^2:
@@ -447,16 +472,7 @@ private:
             if (threads % 32 != 0 || TM % 32 != 0 || T % down != 0) {
                 throw std::invalid_argument("cols_io=element needs whole warps, tile_rows a multiple of 32");
             }
-            cols->split(y, yo, yi, TM, TailStrategy::RoundUp)
-                .split(x, xo, xi, T, TailStrategy::RoundUp)
-                .split(yi, yi, yt, 32, TailStrategy::RoundUp)
-                .split(xi, xt, xi, T / down, TailStrategy::RoundUp)
-                .reorder(yi, xi, yt, xt, xo, yo)
-                .unroll(yi)
-                .unroll(xi)
-                .gpu_blocks(xo, yo)
-                .gpu_threads(yt, xt);
-            if (rows) cols->compute_with(*rows, xo);
+            schedule_cols_by_lanes(T / down);
         } else if (cols) {
             // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
             cols->split(y, yo, yi, TM / 4, TailStrategy::RoundUp)
@@ -527,17 +543,7 @@ private:
         if (cols) {
             cols->dim(0).set_min(0).set_extent(m);
             cols->dim(1).set_min(0).set_extent(k);
-            // Same block loops (xo inner, yo outer) as rows, so the two can fuse.
-            cols->split(y, yo, yi, TM, TailStrategy::RoundUp)
-                .split(x, xo, xi, T, TailStrategy::RoundUp)
-                .split(yi, yi, yt, lanes, TailStrategy::RoundUp)
-                .split(xi, xt, xi, cr, TailStrategy::RoundUp)
-                .reorder(yi, xi, yt, xt, xo, yo)
-                .unroll(yi)
-                .unroll(xi)
-                .gpu_blocks(xo, yo)
-                .gpu_threads(yt, xt);
-            if (rows) cols->compute_with(*rows, xo);
+            schedule_cols_by_lanes(cr);
         }
         Func first = rows ? *rows : *cols;
         f8.compute_at(first, xo)
@@ -549,6 +555,24 @@ private:
             .unroll(y)
             .gpu_threads(xt, yt)
             .bound_storage(x, T + 4);
+        if (with_amax) schedule_amax_fused(first, amax_grid());
+    }
+
+    // cols stored by elements, 32 lanes along m (each warp store one contiguous run), each
+    // thread on `columns` columns of the tile; the same block loops (xo inner, yo outer) as
+    // rows, so that the two fuse.
+    void schedule_cols_by_lanes(int columns) {
+        const int T = tile, TM = tile_m();
+        cols->split(y, yo, yi, TM, TailStrategy::RoundUp)
+            .split(x, xo, xi, T, TailStrategy::RoundUp)
+            .split(yi, yi, yt, 32, TailStrategy::RoundUp)
+            .split(xi, xt, xi, columns, TailStrategy::RoundUp)
+            .reorder(yi, xi, yt, xt, xo, yo)
+            .unroll(yi)
+            .unroll(xi)
+            .gpu_blocks(xo, yo)
+            .gpu_threads(yt, xt);
+        if (rows) cols->compute_with(*rows, xo);
     }
 
     // A thread's input words (a wrapper of `input`, `words` per row) in registers, rows

@@ -396,15 +396,16 @@ constexpr unsigned kEventDisableTiming = 2;  // CU_EVENT_DISABLE_TIMING
 std::mutex workspaces_mutex;  // guards `workspaces` and each entry's scratch and bytes
 std::map<std::pair<void *, void *>, StreamWorkspace> workspaces;
 
+// The pair's entry, made on first use; map entries never move, so the pointer stays valid.
+StreamWorkspace *workspace_of(void *context, void *stream) {
+    std::lock_guard<std::mutex> lock(workspaces_mutex);
+    return &workspaces[{context, stream}];
+}
+
 }  // namespace
 
 std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream) {
-    std::mutex *in_use;
-    {
-        std::lock_guard<std::mutex> lock(workspaces_mutex);
-        in_use = &workspaces[{context, stream}].in_use;  // map entries never move
-    }
-    return std::unique_lock<std::mutex>(*in_use);
+    return std::unique_lock<std::mutex>(workspace_of(context, stream)->in_use);
 }
 
 CudaContextScope::CudaContextScope(void *context) : capture_mode_(kCaptureModeRelaxed) {
@@ -452,11 +453,7 @@ schedx_status cuda_fork_side_stream(void *context, void *stream, void **side) {
     if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
     CudaContextScope scope(context);
     if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
-    StreamWorkspace *w;
-    {
-        std::lock_guard<std::mutex> lock(workspaces_mutex);
-        w = &workspaces[{context, stream}];  // map entries never move
-    }
+    StreamWorkspace *w = workspace_of(context, stream);
     if (!w->side && (d.cuStreamCreate(&w->side, kStreamNonBlocking) != 0 ||
                      d.cuEventCreate(&w->forked, kEventDisableTiming) != 0 ||
                      d.cuEventCreate(&w->joined, kEventDisableTiming) != 0)) {
@@ -475,11 +472,7 @@ schedx_status cuda_join_side_stream(void *context, void *stream) {
     if (!d.ok) return fail(SCHEDX_ERR_NO_CUDA, d.error);
     CudaContextScope scope(context);
     if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
-    StreamWorkspace *w;
-    {
-        std::lock_guard<std::mutex> lock(workspaces_mutex);
-        w = &workspaces[{context, stream}];
-    }
+    StreamWorkspace *w = workspace_of(context, stream);
     if (!w->side || d.cuEventRecord(w->joined, w->side) != 0 || d.cuStreamWaitEvent(stream, w->joined, 0) != 0) {
         return fail(SCHEDX_ERR_KERNEL, "cannot order the caller's stream after the side stream");
     }

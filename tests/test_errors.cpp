@@ -521,24 +521,28 @@ TEST_CASE("element-I/O cast kernels: one launch for both outputs, element-wide g
         }
         CHECK(launches == 1);
         const std::string code = text.substr(ptx);
-        const bool half = v.param("in_type") != "fp32";
-        int b16_loads = 0, b32_loads = 0, stores = 0;
+        const bool half = v.param("in_type") != "fp32", fused_amax = v.param("with_amax") == "true";
+        int b16_loads = 0, b32_loads = 0, stores = 0, word_stores = 0;
         for (auto it = std::sregex_iterator(code.begin(), code.end(), global); it != std::sregex_iterator(); ++it) {
             const std::smatch &m = *it;
             CAPTURE(m.str());
             CHECK(m[3].str().empty());
             if (m[1] == "st") {
-                CHECK(m[4] == "b8");
-                stores++;
+                // The fused amax's tile-sink word is the one wider store.
+                CHECK((m[4] == "b8" || (fused_amax && m[4] == "b32")));
+                (m[4] == "b8" ? stores : word_stores)++;
             } else {
                 CHECK((m[4] == "b32" || (half && m[4] == "b16")));
                 (m[4] == "b16" ? b16_loads : b32_loads)++;
             }
         }
-        // Beside x's loads, one 4-byte load: the scale.
-        CHECK((half ? b16_loads : b32_loads - 1) > 0);
-        if (half) CHECK(b32_loads == 1);
+        // Beside x's loads, one 4-byte load: the scale (the fused amax reads it once more, for
+        // scale_inv).
+        const int scale_loads = fused_amax ? 2 : 1;
+        CHECK((half ? b16_loads : b32_loads - scale_loads) > 0);
+        if (half) CHECK(b32_loads == scale_loads);
         CHECK(stores > 0);
+        CHECK(word_stores == (fused_amax ? 1 : 0));
         checked++;
     }
     CHECK(checked >= 6);

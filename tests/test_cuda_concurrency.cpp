@@ -1,6 +1,6 @@
 // Both operators from 8 threads at once on the GPU, each thread on its own non-blocking
-// CUDA stream and on a different case at any moment (ragged shapes on the general
-// variants, aligned ones on the tiled, GEMV and small-batch ones): every result must equal
+// CUDA stream and on a different case at any moment (ragged shapes on the general, the
+// shifted tiled and the element-I/O variants, aligned ones on the tiled, GEMV and small-batch ones): every result must equal
 // the serial run's byte for byte, outputs poisoned before each call. Then a first call on
 // a stream that is being captured into a CUDA graph, and a GEMV captured. Exits 77 (ctest: skipped) without a
 // CUDA device.
@@ -105,14 +105,20 @@ TEST_CASE("8 threads on 8 CUDA streams calling both operators match the serial r
     const auto B = SCHEDX_BF16;
     std::vector<CtCase> ct = ct_cases();
     std::vector<W8Case> w8 = w8_cases();
-    // Aligned shapes, so that the tiled, GEMV and small-batch variants run too.
+    // Aligned shapes, so that the tiled, GEMV and small-batch variants run too; ragged ones
+    // that the tiles cover with shifted regions on each stream's side stream, with the fused
+    // amax (1040 x 272, word tiles) and with the separate amax pass (500 x 512, element tiles).
     for (const CtCase &c : {CtCase{256, 512, B, SCHEDX_E4M3FN, true, true, true},
-                            CtCase{512, 256, B, SCHEDX_E5M2, true, true, false}}) {
+                            CtCase{512, 256, B, SCHEDX_E5M2, true, true, false},
+                            CtCase{1040, 272, B, SCHEDX_E4M3FN, true, true, true},
+                            CtCase{500, 512, B, SCHEDX_E4M3FN, true, true, true}}) {
         ct.push_back(c);
         ct.back().fill(uint32_t(50 + ct.size()));
     }
+    // K = 1001 (odd): the element-I/O GEMV and small-batch kernels.
     for (const W8Case &c : {W8Case{1, 512, 1024, B, B, false}, W8Case{4, 256, 1024, B, B, false},
-                            W8Case{8, 512, 512, B, B, true}, W8Case{16, 128, 1024, B, B, false}}) {
+                            W8Case{8, 512, 512, B, B, true}, W8Case{16, 128, 1024, B, B, false},
+                            W8Case{1, 256, 1001, B, B, false}, W8Case{5, 128, 1001, B, B, false}}) {
         w8.push_back(c);
         w8.back().fill(uint32_t(200 + w8.size()));
     }

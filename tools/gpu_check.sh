@@ -113,7 +113,12 @@ for step in $steps; do
         > "$out/pending_w8.md" 2>&1 || rc=1
       timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/pending_tuning.jsonl" \
         --shapes 8192x8192 --variants t128r16_cvt > "$out/pending_quantize.md" 2>&1 || rc=1
-      grep -h "dispatch chose" "$out"/pending_*.md ;;
+      grep -h "dispatch chose" "$out"/pending_*.md
+      # CUDA graph capture of the side stream and the element-I/O GEMV, through torch.ops.schedx
+      SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" SCHEDX_TORCH_KERNELS=c++ \
+        timeout "$t" python3 tests/test_torch_ops.py -v RegistrationTest.test_cuda_graph_capture \
+        Float8LinearTest.test_step_makes_no_host_sync > "$out/pending_torch.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_torch.log" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

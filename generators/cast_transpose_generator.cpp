@@ -90,9 +90,7 @@ public:
         if (with_amax && sched.value() == "cuda_tiled" && !word_io) {
             // Element tiles with the fused amax: each element's |x| in the input format's bits
             // beside its code, which the word tiles keep per word (below).
-            const bool half = in_type != ElemType::fp32;
-            Expr abs_x = xbits(x, y) & schedx::u32(half ? 0x7FFF : 0x7FFFFFFF);
-            f8(x, y) = Tuple(code, half ? cast<uint16_t>(abs_x) : abs_x);
+            f8(x, y) = Tuple(code, stored_abs_bits(abs_input_bits(xbits(x, y))));
         } else {
             f8(x, y) = code;
         }
@@ -115,12 +113,9 @@ public:
                 // format's own bits with the sign cleared (they order like |x|; decoded per
                 // tile): 16 bits per word for bf16/fp16, where 32 cost shared memory and
                 // occupancy (18 instead of 26 blocks per SM, +8.5 us at 8192^2).
-                const bool half = in_type != ElemType::fp32;
                 Expr word_max = schedx::u32(0);
-                for (int j = 0; j < 4; j++) {
-                    word_max = max(word_max, xbits(4 * x + j, y) & schedx::u32(half ? 0x7FFF : 0x7FFFFFFF));
-                }
-                f8_words(x, y) = Tuple(packed, half ? cast<uint16_t>(word_max) : word_max);
+                for (int j = 0; j < 4; j++) word_max = max(word_max, abs_input_bits(xbits(4 * x + j, y)));
+                f8_words(x, y) = Tuple(packed, stored_abs_bits(word_max));
             } else {
                 f8_words(x, y) = packed;
             }
@@ -242,6 +237,10 @@ private:
     Expr abs_bits_of(Expr bits) {
         return reinterpret<uint32_t>(schedx::decode_to_float(bits, in_type)) & schedx::u32(0x7FFFFFFF);
     }
+    // |x| in the input format's own bits (sign cleared: they order like |x|, NaN above inf),
+    // and as the fused amax stores them in shared memory: 16 bits for bf16 and fp16.
+    Expr abs_input_bits(Expr bits) { return bits & schedx::u32(in_type != ElemType::fp32 ? 0x7FFF : 0x7FFFFFFF); }
+    Expr stored_abs_bits(Expr abs) { return in_type != ElemType::fp32 ? cast<uint16_t>(abs) : abs; }
     // The fp8 code of f8 (a Tuple with |x|'s bits in element tiles with the fused amax).
     Expr f8_code(Expr ex, Expr ey) { return f8.outputs() > 1 ? f8(ex, ey)[0] : Expr(f8(ex, ey)); }
     // The packed fp8 word of f8_words (a Tuple with the words' max |x| when amax is fused).

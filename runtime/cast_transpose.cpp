@@ -196,60 +196,67 @@ schedx_status choose_cast_variant(const CheckedCast &cc, const Variant **v) {
     return choose_variant(w, candidates, runnable, v);
 }
 
-// Runs a checked cast of a non-empty x by variant `v` (and the amax pass where the call
-// wants amax and `v` has no fused amax).
-schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
+// Launches variant `v` over `regions` of a checked cast. Tiled variants with fused amax take
+// the maximum of their tiles' maxima in the caller's amax, zeroed on the stream first (once:
+// every region adds its own), and write one word per tile into the stream's workspace (each
+// region its own words, as the regions may run at once). The shifted regions (a tile wide,
+// a wave of blocks or less each) run on a side stream beside the whole tiles, launched
+// first. The workspace lock, held for the call, keeps another thread's call on this stream
+// from reallocating the workspace or taking the side stream.
+schedx_status launch_regions(const CheckedCast &cc, const Variant &v, const std::vector<TileRegion> &regions,
+                             const TileShape &t, void *stream) {
     const CastTransposeCall &c = cc.c;
     void *ctx = cc.ctx;
-    const int64_t m = c.m, k = c.k;
-    schedx_status s;
-    const bool fused_amax = v->param("with_amax") == "true";
-    const TileShape t = tile_shape(*v);
-    const std::vector<TileRegion> regions =
-        v->param("schedule") == "cuda_tiled" ? cover_with_tiles(m, k, t.m, t.k) : std::vector<TileRegion>{{0, 0, m, k}};
-    // Tiled variants with fused amax take the maximum of their tiles' maxima in the caller's
-    // amax, zeroed on the stream first (once: the launches of a ragged shape all add theirs),
-    // and write one word per tile into the stream's workspace (each region its own words, as
-    // the regions may run at once); the lock keeps another thread's call on this stream from
-    // reallocating it or taking the side stream.
+    const bool side = cc.dev == Device::cuda && regions.size() > 1, fused_amax = v.argument("amax_address") != nullptr;
     std::unique_lock<std::mutex> workspace_lock;
-    const bool side = cc.dev == Device::cuda && regions.size() > 1;
-    if (v->argument("amax_address") || side) workspace_lock = lock_stream_workspace(ctx, stream);
-    std::vector<void *> tile_sinks(regions.size(), nullptr);
-    if (v->argument("amax_address")) {
+    if (side || fused_amax) workspace_lock = lock_stream_workspace(ctx, stream);
+    schedx_status s;
+    std::vector<uint32_t *> tile_sinks(regions.size(), nullptr);
+    if (fused_amax) {
+        std::vector<size_t> offsets;
         size_t tiles = 0;
-        for (const TileRegion &r : regions) tiles += size_t(r.rows / t.m) * size_t(r.cols / t.k);
+        for (const TileRegion &r : regions) {
+            offsets.push_back(tiles);
+            tiles += size_t(r.rows / t.m) * size_t(r.cols / t.k);
+        }
         void *sink = nullptr;
         if ((s = cuda_workspace(ctx, stream, tiles * 4, &sink)) || (s = cuda_fill_words(ctx, stream, c.amax))) return s;
-        for (size_t i = 0, offset = 0; i < regions.size(); i++) {
-            tile_sinks[i] = static_cast<uint32_t *>(sink) + offset;
-            offset += size_t(regions[i].rows / t.m) * size_t(regions[i].cols / t.k);
-        }
+        for (size_t i = 0; i < regions.size(); i++) tile_sinks[i] = static_cast<uint32_t *>(sink) + offsets[i];
     }
     auto launch = [&](size_t i, void *on) {
         const TileRegion &r = regions[i];
-        PipelineCall call(*v, on, ctx);
+        PipelineCall call(v, on, ctx);
         bind_cast(call, c.region(r));
         if (tile_sinks[i]) call.bind_matrix("tile_sink", tile_sinks[i], r.rows / t.m, r.cols / t.k, r.cols / t.k, 4);
         return call.run();
     };
-    if (side) {
-        // The shifted regions (a tile wide, with a wave or less of blocks each) run on a side
-        // stream beside the whole tiles instead of after them, launched first.
-        void *side_stream = nullptr;
-        if ((s = cuda_fork_side_stream(ctx, stream, &side_stream))) return s;
-        for (size_t i = 1; i < regions.size() && !s; i++) s = launch(i, side_stream);
-        if (!s) s = launch(0, stream);
-        const schedx_status joined = cuda_join_side_stream(ctx, stream);  // also after a failed launch
-        if (s || (s = joined)) return s;
-    } else {
+    if (!side) {
         for (size_t i = 0; i < regions.size(); i++) {
             if ((s = launch(i, stream))) return s;
         }
+        return SCHEDX_OK;
     }
-    // The amax pass takes the workspace lock itself (abs_max's block maxima).
-    if (workspace_lock.owns_lock()) workspace_lock.unlock();
-    if ((c.amax || c.scale_inv) && !fused_amax) return run_amax_pass(cc.dev, cc.in_type, c, stream, ctx);
+    void *side_stream = nullptr;
+    if ((s = cuda_fork_side_stream(ctx, stream, &side_stream))) return s;
+    s = SCHEDX_OK;
+    for (size_t i = 1; i < regions.size() && !s; i++) s = launch(i, side_stream);
+    if (!s) s = launch(0, stream);
+    const schedx_status joined = cuda_join_side_stream(ctx, stream);  // also after a failed launch
+    return s ? s : joined;
+}
+
+// Runs a checked cast of a non-empty x by variant `v`, then the amax pass where the call
+// wants amax and `v` has no fused amax (it takes the workspace lock itself, after the cast's).
+schedx_status run_cast(const CheckedCast &cc, const Variant *v, void *stream) {
+    const CastTransposeCall &c = cc.c;
+    const TileShape t = tile_shape(*v);
+    const std::vector<TileRegion> regions = v->param("schedule") == "cuda_tiled"
+                                                ? cover_with_tiles(c.m, c.k, t.m, t.k)
+                                                : std::vector<TileRegion>{{0, 0, c.m, c.k}};
+    if (const schedx_status s = launch_regions(cc, *v, regions, t, stream)) return s;
+    if ((c.amax || c.scale_inv) && v->param("with_amax") != "true") {
+        return run_amax_pass(cc.dev, cc.in_type, c, stream, cc.ctx);
+    }
     return SCHEDX_OK;
 }
 

@@ -112,7 +112,7 @@ for step in $steps; do
         --variants _ktail,gemv_r2w16_coalesced,b4_r2w16_coalesced,b16_r4w4_coalesced,cuda_general \
         > "$out/pending_w8.md" 2>&1 || rc=1
       timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --db "$out/pending_tuning.jsonl" \
-        --shapes 8192x8192 --variants t128r16_cvt > "$out/pending_quantize.md" 2>&1 || rc=1
+        --shapes 8192x8192 --variants t128r16_cvt,axis_bf16_2pass,axis_bf16_cuda_general > "$out/pending_quantize.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md
       # CUDA graph capture of the side stream and the element-I/O GEMV, through torch.ops.schedx
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" SCHEDX_TORCH_KERNELS=c++ \

@@ -7,7 +7,7 @@
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels]
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
-#   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES)
+#   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (the variants built without a GPU run: forced tests, memcheck, timed; about 10 minutes
 #   at PENDING_TIMEOUT=60)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
@@ -188,7 +188,7 @@ for step in $steps; do
       grep -h "dispatch chose" "$out"/ptx_explore_*.md ;;
     mma)  # issue 31: w8_linear at M = 1..64 under do_bench's conditions (dirty L2), every variant:
       # the cuda_mma kernels against the lane kernels and the cuBLAS paths at each M
-      timeout "${MMA_TIMEOUT:-280}" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/mma_tuning.jsonl" \
+      timeout "${MMA_TIMEOUT:-280}" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/mma_tuning.jsonl" ${MMA_VARIANTS:+--variants "$MMA_VARIANTS"} \
         --shapes ${MMA_SHAPES:-1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,32x8192x8192,64x8192x8192,1x14336x4096,16x14336x4096,32x14336x4096,64x14336x4096,1x4096x14336,16x4096x14336,32x4096x14336,64x4096x14336} \
         --csv "$out/mma_w8.csv" > "$out/mma_w8.md" 2> "$out/mma_w8.err" || rc=1
       grep -E "^## |^\| +1 \||_mma_" "$out/mma_w8.md" | head -n 90 ;;

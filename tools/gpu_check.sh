@@ -94,7 +94,7 @@ for step in $steps; do
       # SCHEDX_TEST_VARIANTS) with the dispatch, ragged and empty cases, under memcheck too, then timed
       # beside their aligned neighbours and twins. Each part bounded by PENDING_TIMEOUT s.
       t=${PENDING_TIMEOUT:-60}
-      for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1" \
+      for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk" \
                  "schedx_cuda_quantize_tests:_vec"; do
         bin=${run%%:*}
         SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1

@@ -210,8 +210,8 @@ def fp8_mismatch(got, want, x=None, check_strides=True):
             i, j = bad[0].tolist()
             return (f"{name}: {len(bad)} codes differ, first at ({i}, {j}): got 0x{gc[i, j].item():02x} "
                     f"want 0x{wc[i, j].item():02x}")
-    if check_strides and got[1] is not None and got[1].stride() != (1, got[1].shape[0]):
-        return f"cols strides {got[1].stride()} are not those of f.t().contiguous().t()"
+    if check_strides and got[1] is not None and got[1].stride() != want[1].stride():
+        return f"cols strides {got[1].stride()} are not {want[1].stride()}, those of f.t().contiguous().t()"
     return None
 
 

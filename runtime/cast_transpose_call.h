@@ -38,7 +38,7 @@ void bind_cast(PipelineCall &call, const CastTransposeCall &c);
 
 // Whether variant `v` can run call `c` (shape, leading dimensions, alignment).
 bool can_run(const Variant &v, const CastTransposeCall &c);
-// Whether untuned dispatch tries `v` only after the variants for which this is false.
-bool loses_untuned(const Variant &v);
+// Untuned dispatch's rank of `v` for call `c` (lower goes first; runnable_variants).
+int untuned_rank(const Variant &v, const CastTransposeCall &c);
 
 }  // namespace schedx

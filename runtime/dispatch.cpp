@@ -36,7 +36,7 @@ thread_local std::map<std::string, DispatchTrace> last_choice;
 
 RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
                                const std::function<bool(const Variant &)> &can_run,
-                               const std::function<bool(const Variant &)> &demote) {
+                               const std::function<int(const Variant &)> &untuned_rank) {
     using List = std::vector<const Variant *>;
     static std::mutex mutex;
     static std::map<std::tuple<const void *, RunKey, int>, std::shared_ptr<const List>> cache;
@@ -52,8 +52,11 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
             if (can_run(*v)) runnable->push_back(v);
         }
     }
-    if (demote) {
-        std::stable_partition(runnable->begin(), runnable->end(), [&](const Variant *v) { return !demote(*v); });
+    if (untuned_rank) {
+        std::vector<std::pair<int, const Variant *>> ranked;
+        for (const Variant *v : *runnable) ranked.emplace_back(untuned_rank(*v), v);
+        std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) { return a.first < b.first; });
+        for (size_t i = 0; i < ranked.size(); i++) (*runnable)[i] = ranked[i].second;
     }
     std::lock_guard<std::mutex> lock(mutex);
     if (cache.size() > 4096) cache.clear();  // a bound on memory for processes that see many shapes

@@ -37,8 +37,9 @@ const DispatchTrace *last_dispatch(const std::string &op);
 // must decide every can_run answer (shape, leading dimensions, alignment bits): checking
 // each variant's parameters, and the bounds queries of autoscheduled ones, on every call
 // was most of the host time of a small call.
-// Variants for which `demote` holds go after the others (the untuned preference for calls
-// where they are known to lose; the tuning database still measures and may pick them).
+// `untuned_rank` orders the untuned preference: variants of a lower rank go first, list order
+// within a rank (later ranks for calls where a variant is known to lose; the tuning database
+// still measures and may pick it). A predicate works as one: true is rank 1.
 // Variants whose min_sm exceeds `device_sm` (the call's device; 0 on the CPU) are left
 // out: on an older GPU their integer twins run.
 // Shared, not copied: the list is read on every call.
@@ -46,7 +47,7 @@ using RunKey = std::array<int64_t, 12>;
 using RunnableList = std::shared_ptr<const std::vector<const Variant *>>;
 RunnableList runnable_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
                                const std::function<bool(const Variant &)> &can_run,
-                               const std::function<bool(const Variant &)> &demote = nullptr);
+                               const std::function<int(const Variant &)> &untuned_rank = nullptr);
 
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as

@@ -157,7 +157,7 @@ constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
-    if (s == "cuda_mma") return true;  // slower than every other path at M = 1..64 on the H200 (w8_mma_2026-12-05_h200_b0d036e.md)
+    if (s == "cuda_mma") return true;  // all but the preferred split-K form (mma_preferred) lose or are untimed
     // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
     if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
         return true;
@@ -180,6 +180,20 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     return is_cublas_path(v) && (!large || c.m <= 16);
 }
 
+// The split-K tensor-core kernel untuned dispatch puts first for M = 3..16 (bf16 x): 16 rows
+// of W by 8 or 16 rows of x per warp, split_k warps along K so that N / 16 * split_k is near
+// 4096 warps. H200, dirty L2, against the best other path: N = K = 8192, M = 4 26.0 against
+// 32.3 us, M = 8 26.2 against 39.5, M = 16 27.4 against 39.1 (M = 1 GEMV 23.4); M = 16,
+// (N, K) = (14336, 4096) 25.2 against 36.9, (4096, 14336) 26.0; back to back, N = K = 4096,
+// M = 4 8.1 against 11.3, M = 16 9.1 against 25.4 (w8_mma_2026-12-05_h200_b46a0f6.md). M = 2
+// stays on b2_r4w16_coalesced (24.8 against 26.1 us); below N * K = 2^24 it is untimed.
+bool mma_preferred(const Variant &v, const W8LinearCall &c) {
+    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return false;
+    const int64_t split = c.n <= 6144 ? 16 : (c.n <= 12288 ? 8 : 4);
+    return v.param_int("batch", 8) == (c.m <= 8 ? 8 : 16) && v.param_int("rows_per_warp", 16) == 16 &&
+           v.param_int("load_words", 4) == 4 && v.param_int("split_k", 1) == split;
+}
+
 }  // namespace
 
 RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
@@ -192,7 +206,7 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
                     return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
                 });
             }
-            return loses_untuned(v, c, *splitk_runs);
+            return mma_preferred(v, c) ? 0 : (loses_untuned(v, c, *splitk_runs) ? 2 : 1);
         });
 }
 

@@ -243,7 +243,7 @@ std::string path_of_last() {
 
 }  // namespace
 
-TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, skinny kernels for M or K up to 63") {
+TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other rows, skinny kernels for M up to 16 or K up to 63") {
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
     CastTransposeCase aligned{512, 512, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CHECK(check_cast_transpose(aligned, all_patterns, run_on_cuda) == "");
@@ -262,8 +262,9 @@ TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other r
     }
     CastTransposeCase one_row{1, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CastTransposeCase one_col{8192, 1, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    CastTransposeCase rows_63{63, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
-    for (CastTransposeCase c : {one_row, one_col, rows_63}) {
+    CastTransposeCase rows_16{16, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    CastTransposeCase cols_63{8192, 63, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    for (CastTransposeCase c : {one_row, one_col, rows_16, cols_63}) {
         CAPTURE(c.m);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
         CHECK(path_of_last() == "cuda_skinny");

@@ -53,7 +53,7 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
     }
 }
 
-TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M or K below a tile") {
+TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M up to 16 or K below a tile, general for M of 17 to 63") {
     // The CUDA bf16 -> e4m3fn variants writing both outputs, as the ABI's filter keeps them;
     // autoscheduled ones are left out (their answer is a bounds query needing a CUDA context).
     static const std::vector<const schedx::Variant *> candidates = [] {
@@ -68,11 +68,13 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         return out;
     }();
     // The element-I/O variants are listed after every other CUDA variant of the op but the
-    // cols_io=element word tiles, which follow them until a GPU has timed them.
+    // cols_io=element word tiles with the integer encoder, which are slower than them
+    // (ragged_2026-12-05_h200_b46a0f6.md).
     size_t first_element = candidates.size(), last_other = 0;
     for (size_t i = 0; i < candidates.size(); i++) {
+        const bool integer_cols_bytes = candidates[i]->param("cols_io") == "element" && candidates[i]->param("encoder") != "ptx";
         if (candidates[i]->param("io") == "element") first_element = std::min(first_element, i);
-        else if (candidates[i]->param("cols_io") != "element") last_other = i;
+        else if (!integer_cols_bytes) last_other = i;
         else CHECK(i > first_element);
     }
     REQUIRE(first_element < candidates.size());
@@ -85,13 +87,13 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
     };
     const Call calls[] = {
         {4096, 4096, 4096, 4096, 4096, 0, "word"},    {12000, 6000, 6000, 6000, 12000, 0, "word"},
-        {4097, 4096, 4096, 4096, 4097, 0, "element"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
+        {4097, 4096, 4096, 4096, 4097, 0, "cols_bytes"}, {2999, 4001, 4001, 4001, 2999, 0, "element"},
         {512, 512, 513, 512, 512, 0, "element"},      {512, 512, 512, 512, 512, 2, "element"},
         {128, 200, 200, 200, 128, 0, "element"},      {64, 64, 64, 64, 64, 0, "word"},
         {64, 65, 65, 65, 64, 0, "element"},           {1, 8192, 8192, 8192, 1, 0, "skinny"},
         {8192, 1, 1, 1, 8192, 0, "skinny"},           {16, 4097, 4097, 4097, 16, 0, "skinny"},
-        {17, 4096, 4096, 4096, 17, 0, "skinny"},      {48, 512, 512, 512, 48, 0, "skinny"},
-        {63, 4096, 4096, 4096, 63, 0, "skinny"},      {4096, 63, 63, 63, 4096, 0, "skinny"},
+        {17, 4096, 4096, 4096, 17, 0, "general"},     {48, 512, 512, 512, 48, 0, "general"},
+        {63, 4096, 4096, 4096, 63, 0, "general"},     {4096, 63, 63, 63, 4096, 0, "skinny"},
     };
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
         const Call &t = calls[n];
@@ -106,7 +108,7 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
         // A key of its own per call and list (runnable_variants caches by key, not by the predicates).
         const schedx::RunKey key{29, n, 0}, key_listed{29, n, 1};
         const auto ranked = schedx::runnable_variants(candidates, key, 90, runs,
-                                                      [](const schedx::Variant &v) { return schedx::loses_untuned(v); });
+                                                      [&](const schedx::Variant &v) { return schedx::untuned_rank(v, c); });
         const auto listed = schedx::runnable_variants(candidates, key_listed, 90, runs);
         REQUIRE(!ranked->empty());
         const schedx::Variant &chosen = *ranked->front();
@@ -165,7 +167,7 @@ TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byt
     }
 }
 
-TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes or odd K the element-I/O kernels") {
+TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes or odd K the element-I/O kernels, M = 3..16 the split-K tensor-core kernels") {
     // The CUDA bf16 x, bf16 scales, no-bias variants as the ABI's filter keeps them;
     // autoscheduled ones left out (their answer is a bounds query needing a CUDA context).
     static const std::vector<const schedx::Variant *> candidates = [] {
@@ -183,7 +185,8 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         int64_t m, n, k, ldx, ldw;
         const char *schedule;  // the first choice's
         bool tail;             // a k_tail variant
-        int64_t batch;         // its batch (small-batch kernels), else 0
+        int64_t batch;         // its batch (small-batch and tensor-core kernels), else 0
+        int64_t split_k = 0;   // its split_k (tensor-core kernels)
     };
     const Call calls[] = {
         {1, 4096, 4096, 4096, 4096, "cuda_gemv", false, 0},
@@ -196,7 +199,12 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {100, 64, 4100, 4100, 4100, "cuda_smallbatch", true, 16},
         {1, 4096, 11008, 11008, 11008, "cuda_gemv", true, 0}, // whole steps only of 256: the 16-byte tail kernel
         {4, 4096, 4544, 4544, 4544, "cuda_smallbatch", true, 4},  // ahead of dequantize + cuBLAS
-        {16, 4097, 4096, 4096, 4096, "cuda_smallbatch", false, 16},  // N off 16: not the int8 planes path
+        {16, 4097, 4096, 4096, 4096, "cuda_mma", false, 16, 16},  // N off 16: tensor cores, not the int8 planes path
+        {2, 8192, 8192, 8192, 8192, "cuda_smallbatch", false, 2},  // M = 2 stays off the tensor cores
+        {3, 8192, 8192, 8192, 8192, "cuda_mma", false, 8, 8},
+        {8, 14336, 4096, 4096, 4096, "cuda_mma", false, 8, 4},
+        {9, 4096, 14336, 14336, 14336, "cuda_mma", false, 16, 16},
+        {16, 1024, 1024, 1024, 1024, "cuda_smallbatch", false, 16},  // below 2^24 weights: untimed on tensor cores
         {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
         {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O
         {1, 4096, 11009, 11009, 11009, "cuda_gemv", true, 0},  // odd K: element I/O
@@ -219,5 +227,6 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         CHECK(chosen.param("schedule") == t.schedule);
         CHECK((chosen.param("k_tail") == "true") == t.tail);
         if (t.batch) CHECK(chosen.param_int("batch", 0) == t.batch);
+        if (t.split_k) CHECK(chosen.param_int("split_k", 0) == t.split_k);
     }
 }

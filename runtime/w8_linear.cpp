@@ -157,7 +157,7 @@ constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
 bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
     const std::string_view s = v.param("schedule");
-    if (s == "cuda_mma") return true;  // all but the preferred split-K form (mma_preferred) lose or are untimed
+    if (s == "cuda_mma") return true;  // all but the split-K forms of mma_rank lose or are untimed
     // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
     if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
         return true;
@@ -187,11 +187,18 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 // (N, K) = (14336, 4096) 25.2 against 36.9, (4096, 14336) 26.0; back to back, N = K = 4096,
 // M = 4 8.1 against 11.3, M = 16 9.1 against 25.4 (w8_mma_2026-12-05_h200_b46a0f6.md). M = 2
 // stays on b2_r4w16_coalesced (24.8 against 26.1 us); below N * K = 2^24 it is untimed.
-bool mma_preferred(const Variant &v, const W8LinearCall &c) {
-    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return false;
-    const int64_t split = c.n <= 6144 ? 16 : (c.n <= 12288 ? 8 : 4);
-    return v.param_int("batch", 8) == (c.m <= 8 ? 8 : 16) && v.param_int("rows_per_warp", 16) == 16 &&
-           v.param_int("load_words", 4) == 4 && v.param_int("split_k", 1) == split;
+// Rank 0 for that split, then the other splits by distance from it (K off the preferred
+// one's step: split 8 at N = K = 4096, M = 4, 9.9 us against 11.3 for the lane tile); -1
+// where none applies.
+int mma_rank(const Variant &v, const W8LinearCall &c) {
+    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return -1;
+    if (v.param_int("batch", 8) != (c.m <= 8 ? 8 : 16) || v.param_int("rows_per_warp", 16) != 16 ||
+        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1) {
+        return -1;
+    }
+    const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
+    const int split_log2 = int(std::log2(double(v.param_int("split_k", 1))));
+    return std::abs(split_log2 - preferred_log2);
 }
 
 }  // namespace
@@ -206,7 +213,8 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
                     return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
                 });
             }
-            return mma_preferred(v, c) ? 0 : (loses_untuned(v, c, *splitk_runs) ? 2 : 1);
+            const int mma = mma_rank(v, c);
+            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 4 : 3);  // mma ranks are 0..2
         });
 }
 

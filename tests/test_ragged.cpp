@@ -204,6 +204,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {3, 8192, 8192, 8192, 8192, "cuda_mma", false, 8, 8},
         {8, 14336, 4096, 4096, 4096, "cuda_mma", false, 8, 4},
         {9, 4096, 14336, 14336, 14336, "cuda_mma", false, 16, 16},
+        {4, 4096, 4608, 4608, 4608, "cuda_mma", false, 8, 8},  // K off split 16's step of 1024: split 8
         {16, 1024, 1024, 1024, 1024, "cuda_smallbatch", false, 16},  // below 2^24 weights: untimed on tensor cores
         {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
         {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O

@@ -73,6 +73,8 @@ public:
     GeneratorParam<int> vector_words{"vector_words", 4};
     // cuda_gemv / cuda_smallbatch: K in whole vectors (4 * vector_words elements) instead of
     // whole steps; the part past the last whole step is one more, guarded, update.
+    // cuda_mma: K in whole chunks (16 * load_words) instead of split_k chunks; the warps of
+    // the last round whose chunk is past K add zeros.
     GeneratorParam<bool> k_tail{"k_tail", false};
     // cuda_gemv / cuda_smallbatch with k_tail: x and W as elements, for any K, row pitch and
     // pointer alignment (K = 11009, say): lane l takes elements 32 j + l of a step, so each
@@ -104,8 +106,11 @@ public:
                                         "load_words a multiple of vector_words");
         }
         if (vector_words != 4 && vector_words != 2 && vector_words != 1) throw std::invalid_argument("vector_words is 1, 2 or 4");
-        if ((vector_words != 4 || k_tail) && s != "cuda_gemv" && s != "cuda_smallbatch") {
-            throw std::invalid_argument("vector_words and k_tail take schedule=cuda_gemv or cuda_smallbatch");
+        if (vector_words != 4 && s != "cuda_gemv" && s != "cuda_smallbatch") {
+            throw std::invalid_argument("vector_words takes schedule=cuda_gemv or cuda_smallbatch");
+        }
+        if (k_tail && s != "cuda_gemv" && s != "cuda_smallbatch" && s != "cuda_mma") {
+            throw std::invalid_argument("k_tail takes schedule=cuda_gemv, cuda_smallbatch or cuda_mma");
         }
         const Type half_t = word_io ? UInt(32) : UInt(16);
         const Type scale_t = scale_type == ElemType::fp32 ? Float(32) : UInt(16);
@@ -252,7 +257,7 @@ public:
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
                 if (mma_layout) {
-                    define_mma_sum(kk);
+                    define_mma_sum(k_tail ? w->dim(0).extent() * 4 : kk);  // k_tail: whole chunks (constrain_words)
                 } else if (lane_layout) {
                     // Each lane sums its own elements (over run and group: its index is
                     // a loop variable, not (k / run) % 32, whose bounds Halide would take as
@@ -424,8 +429,12 @@ private:
         return 32 * load_words * 4 * split_parts();
     }
 
-    // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector.
-    int k_granule() const { return k_tail ? 4 * vector_words : k_step(); }  // not for element_io (any K)
+    // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector
+    // (cuda_mma: a chunk).
+    int k_granule() const {  // not for element_io (any K)
+        if (k_tail) return mma_layout ? 16 * load_words : 4 * vector_words;
+        return k_step();
+    }
 
     Expr scale_value(Expr e) {
         return scale_type == ElemType::fp32 ? e : schedx::decode_to_float(e, ElemType::bf16);
@@ -617,11 +626,17 @@ private:
     void define_mma_sum(Expr kk) {
         const int LW = load_words, S = split_parts();
         // Split-K: part s of S takes the chunks c = j * S + s (a warp each, summed in y).
-        r = RDom({{0, LW}, {0, kk / (16 * LW * S)}}, "r");
-        Expr c = r.y * S + s;
+        // k_tail: rounds up to the last chunk; a warp past it loads that chunk and multiplies
+        // zeros (both operands: 0 * inf would be NaN).
+        Expr chunks = kk / (16 * LW);
+        r = RDom({{0, LW}, {0, k_tail ? (chunks + S - 1) / S : chunks / S}}, "r");
+        Expr c = r.y * S + s, valid = c < chunks;
+        if (k_tail) c = min(c, chunks - 1);
+        auto live = [&](Expr word) { return k_tail ? select(valid, word, schedx::u32(0)) : word; };
         Expr upper = w_rows(r.x, 0, l, c, nt), lower = w_rows(r.x, 1, l, c, nt);
-        const std::vector<Expr> a = {w_pair(upper, 0), w_pair(lower, 0), w_pair(upper, 2), w_pair(lower, 2)};
-        const std::vector<Expr> b = {x_rows(2 * r.x, l, c, mt), x_rows(2 * r.x + 1, l, c, mt)};
+        const std::vector<Expr> a = {live(w_pair(upper, 0)), live(w_pair(lower, 0)), live(w_pair(upper, 2)),
+                                     live(w_pair(lower, 2))};
+        const std::vector<Expr> b = {live(x_rows(2 * r.x, l, c, mt)), live(x_rows(2 * r.x + 1, l, c, mt))};
         // A fifth float, never read, sums the old four outside any call: Halide 21's tuple
         // split orders an update's stores by its values' reads of the tuple outside call
         // arguments only, and with the reads inside the extern calls alone it stored each new

@@ -99,9 +99,11 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     const int64_t lane_k = tail ? w_vector : step;
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
     if (s == "cuda_smallbatch") return (tail || c.m <= v.param_int("batch", 1)) && words_fit(c, lane_k, w_vector);
-    // Tensor cores: K in chunks of 16 elements per W word of a lane's run.
+    // Tensor cores: K in chunks of 16 elements per W word of a lane's run, split_k chunks a
+    // round (k_tail: any whole number of chunks).
     if (s == "cuda_mma") {
-        return c.m <= v.param_int("batch", 8) && words_fit(c, 16 * v.param_int("load_words", 4) * v.param_int("split_k", 1));
+        const int64_t chunk = 16 * v.param_int("load_words", 4);
+        return c.m <= v.param_int("batch", 8) && words_fit(c, tail ? chunk : chunk * v.param_int("split_k", 1));
     }
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     if (s == "cpu") return c.m >= v.param_int("batch", 1);
@@ -193,8 +195,8 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 int mma_rank(const Variant &v, const W8LinearCall &c) {
     if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return -1;
     if (v.param_int("batch", 8) != (c.m <= 8 ? 8 : 16) || v.param_int("rows_per_warp", 16) != 16 ||
-        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1) {
-        return -1;
+        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1 || v.param("k_tail") == "true") {
+        return -1;  // k_tail forms: not yet timed
     }
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(v.param_int("split_k", 1))));

@@ -195,9 +195,12 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 int mma_rank(const Variant &v, const W8LinearCall &c) {
     if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return -1;
     if (v.param_int("batch", 8) != (c.m <= 8 ? 8 : 16) || v.param_int("rows_per_warp", 16) != 16 ||
-        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1 || v.param("k_tail") == "true") {
-        return -1;  // k_tail forms: not yet timed
+        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1) {
+        return -1;
     }
+    // Timed on a GPU: bf16 x, no bias, whole rounds of chunks (the k_tail, bias and fp16
+    // forms rank with the other tensor-core forms until they are).
+    if (v.param("x_type") != "bf16" || v.param("with_bias") == "true" || v.param("k_tail") == "true") return -1;
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(v.param_int("split_k", 1))));
     return std::abs(split_log2 - preferred_log2);

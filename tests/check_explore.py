@@ -16,7 +16,7 @@ from pathlib import Path
 
 # op -> (shapes, argument sets explored per shape)
 RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 2),
-        "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 1),
+        "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 3),
         "quantize_fp8": ({"64x64": [64, 64], "130x96": [130, 96]}, 4)}
 RECORD_KEYS = {"op", "dtypes", "shape", "device", "device_name", "driver_version", "library_version",
                "variant", "median_us", "p10_us", "p90_us", "repeats", "timing", "date"}
@@ -89,11 +89,24 @@ def check_dirty_cache(explore, tmp):
     assert records[0]["timing"] == "dirty_cache", records  # dispatch ranks these above back-to-back ones
 
 
+def check_configs(explore, tmp):
+    """--configs narrows the input configurations; one that no selected operator has is an error."""
+    db = Path(tmp) / "configs.jsonl"
+    subprocess.run([explore, "--device", "cpu", "--op", "w8_linear", "--shapes", "1x64x64", "--repeats", "1",
+                    "--configs", "fp16", "--db", str(db)], capture_output=True, text=True, check=True)
+    records = [json.loads(line) for line in db.read_text().splitlines()]
+    assert records and all(r["dtypes"] == "fp16*int8*fp32->fp16" for r in records), records
+    bad = subprocess.run([explore, "--device", "cpu", "--op", "w8_linear", "--shapes", "1x64x64", "--configs", "fp8",
+                          "--db", str(db)], capture_output=True, text=True)
+    assert bad.returncode != 0 and "no selected operator has the configuration fp8" in bad.stderr, bad
+
+
 def main(explore):
     with tempfile.TemporaryDirectory() as tmp:
         for op, (shapes, argument_sets) in RUNS.items():
             check_run(explore, tmp, op, shapes, argument_sets)
         check_dirty_cache(explore, tmp)
+        check_configs(explore, tmp)
     listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
     assert "cast_transpose_bf16_cpu " in listing and "w8_linear_bf16_sbf16_cpu " in listing, listing
     check_cap_override(explore, listing)

@@ -9,7 +9,7 @@
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (the variants built without a full GPU run: forced tests, memcheck, timed; at most 9.3 minutes
-#   at PENDING_TIMEOUT=80)
+#   at PENDING_TIMEOUT=70)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -93,8 +93,8 @@ for step in $steps; do
     pending)  # what the last sessions built or changed without a full GPU run: the forced tests of those
       # variants (only they, SCHEDX_TEST_VARIANTS; at b46a0f6 the cast and w8 ones were cut by a 45 s bound)
       # and their memcheck, the dispatch tests, then the untimed variants beside their neighbours.
-      # Each of its 7 parts bounded by PENDING_TIMEOUT s (80: 9.3 minutes at most, one device call).
-      t=${PENDING_TIMEOUT:-80}
+      # Each of its 8 parts bounded by PENDING_TIMEOUT s (70: 9.3 minutes at most, one device call).
+      t=${PENDING_TIMEOUT:-70}
       for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk"; do
         bin=${run%%:*}
         SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1
@@ -109,13 +109,17 @@ for step in $steps; do
         --variants t64r8w4_cvt,t64r4w4p2,cols_element_cvt,t64r8_element_io,cuda_general \
         > "$out/pending_cast.md" 2>&1 || rc=1
       # The b32 / b64 split-K tensor-core forms against cuBLAS's int8 planes path (issue 31: M = 32, 64)
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/pending_tuning.jsonl" \
+      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
         --shapes 32x8192x8192,64x8192x8192,32x14336x4096,64x4096x14336 --variants _mma_,planes \
         > "$out/pending_w8.md" 2>&1 || rc=1
       # The k_tail tensor-core forms on K off their split's step (issue 29), back to back as --ragged times
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --db "$out/pending_tuning.jsonl" \
+      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
         --shapes 4x4096x4096,4x4096x4544,16x4096x4544,4x4096x11008,16x4096x11008,8x8192x8256 \
         --variants _mma_,_ktail,b4_r2w16_coalesced,b8_r8w4_coalesced,planes > "$out/pending_w8_ktail.md" 2>&1 || rc=1
+      # The bias and fp16 split-K forms against the lane tiles of those dtypes
+      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16+bias,fp16 \
+        --db "$out/pending_tuning.jsonl" --shapes 4x8192x8192,8x8192x8192,16x8192x8192 --variants _mma_,_b4_,_b8_,_b16_ \
+        > "$out/pending_w8_dtypes.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
@@ -186,7 +190,7 @@ for step in $steps; do
       grep -h "dispatch chose" "$out"/ptx_explore_*.md ;;
     mma)  # issue 31: w8_linear at M = 1..64 under do_bench's conditions (dirty L2), every variant:
       # the cuda_mma kernels against the lane kernels and the cuBLAS paths at each M
-      timeout "${MMA_TIMEOUT:-280}" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --db "$out/mma_tuning.jsonl" ${MMA_VARIANTS:+--variants "$MMA_VARIANTS"} \
+      timeout "${MMA_TIMEOUT:-280}" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/mma_tuning.jsonl" ${MMA_VARIANTS:+--variants "$MMA_VARIANTS"} \
         --shapes ${MMA_SHAPES:-1x8192x8192,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,32x8192x8192,64x8192x8192,1x14336x4096,16x14336x4096,32x14336x4096,64x14336x4096,1x4096x14336,16x4096x14336,32x4096x14336,64x4096x14336} \
         --csv "$out/mma_w8.csv" > "$out/mma_w8.md" 2> "$out/mma_w8.err" || rc=1
       grep -E "^## |^\| +1 \||_mma_" "$out/mma_w8.md" | head -n 90 ;;

@@ -51,7 +51,7 @@ void throw_if_failed(schedx_status s) {
 
 struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
-    std::vector<std::string> shapes, variants;
+    std::vector<std::string> shapes, variants, configs;
     int repeats = 11;
     bool list = false, all = false, dirty_cache = false, copy_per_shape = false, ragged = false;
 };
@@ -215,6 +215,12 @@ int run(const Options &o) {
         std::printf("%s: device-to-device copy of 1 GiB: %.0f GB/s (read + write)\n", info.device_name.c_str(),
                     run_ceiling);
     }
+    for (const std::string &c : o.configs) {
+        const bool known = std::any_of(selected.begin(), selected.end(), [&](const OpDriver *d) {
+            return std::find(d->configs.begin(), d->configs.end(), c) != d->configs.end();
+        });
+        if (!known) throw std::runtime_error("--configs: no selected operator has the configuration " + c);
+    }
     Explorer explorer(*b, timing, run_ceiling, o.variants);
     std::vector<Row> all_rows;
     for (const OpDriver *d : selected) {
@@ -223,6 +229,7 @@ int run(const Options &o) {
         if (shapes.empty() && o.ragged) shapes = d->ragged_shapes;
         if (shapes.empty()) shapes = b->device() == SCHEDX_DEVICE_CUDA ? d->cuda_shapes : d->cpu_shapes;
         for (const std::string &config : d->configs) {
+            if (!o.configs.empty() && std::find(o.configs.begin(), o.configs.end(), config) == o.configs.end()) continue;
             for (const auto &shape : shapes) {
                 std::vector<Row> rows = explorer.shape(*d, config, shape);
                 RunInfo shape_info = info;
@@ -257,6 +264,10 @@ int main(int argc, char **argv) {
                  "the ragged shape set (sizes off the tiles and steps, each beside an aligned neighbour) instead of "
                  "the default shapes")
         ->excludes("--shapes");
+    app.add_option("--configs", o.configs,
+                   "input configurations (default: every one the operator has: cast_transpose bf16, bf16+amax; "
+                   "w8_linear bf16, bf16+bias, fp16)")
+        ->delimiter(',');
     app.add_option("--variants", o.variants,
                    "time only variants whose names contain one of these parts, e.g. gemv,b8_ (default: all)")
         ->delimiter(',');

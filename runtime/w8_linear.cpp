@@ -185,8 +185,8 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 // The split-K tensor-core kernel untuned dispatch puts first for M = 3..16 (bf16 x): 16 rows
 // of W by 8 or 16 rows of x per warp, split_k warps along K so that N / 16 * split_k is near
 // 4096 warps. H200, dirty L2, against the best other path: N = K = 8192, M = 4 26.0 against
-// 32.3 us, M = 8 26.2 against 39.5, M = 16 27.4 against 39.1 (M = 1 GEMV 23.4); M = 16,
-// (N, K) = (14336, 4096) 25.2 against 36.9, (4096, 14336) 26.0; back to back, N = K = 4096,
+// 32.4 us, M = 8 26.2 against 39.2, M = 16 27.4 against 40.4 (M = 1 GEMV 23.4); M = 16,
+// (N, K) = (14336, 4096) 25.2 against 36.2, (4096, 14336) 26.0 against 37.4; back to back, N = K = 4096,
 // M = 4 8.1 against 11.3, M = 16 9.1 against 25.4 (w8_mma_2026-12-05_h200_b46a0f6.md). M = 2
 // stays on b2_r4w16_coalesced (24.8 against 26.1 us); below N * K = 2^24 it is untimed.
 // Rank 0 for that split, then the other splits by distance from it (K off the preferred

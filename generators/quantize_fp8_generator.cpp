@@ -83,7 +83,7 @@ public:
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
     // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
-    // rows row or cols column as one 4-byte store (else 4 loads and 4 byte stores); x 8-byte
+    // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
     // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
     GeneratorParam<bool> vector_io{"vector_io", false};
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
@@ -107,6 +107,9 @@ public:
         const Type t = in_type == ElemType::fp32 ? Float(32) : UInt(16);
         input = add_input<Buffer<>>("input", t, 2);
         const Type scale_t = recipe == Recipe::mx ? UInt(8) : Float(32);
+        if (vector_io && sched.value() != "cuda_tiled" && !default_schedule) throw std::invalid_argument("vector_io takes cuda_tiled");
+        // vector_io: four codes per word, the lowest address in the low byte.
+        const Type code_t = vector_io ? UInt(32) : UInt(8);
         if (axis_pass != AxisPass::single && (recipe != Recipe::axis || outputs != Outputs::both)) {
             throw std::invalid_argument("axis_pass first / second: recipe axis with both outputs only");
         }
@@ -114,11 +117,11 @@ public:
         // strip_rows rows of each column (NaN bits exceed inf's, so a NaN stays in them).
         if (axis_pass == AxisPass::second) col_partials_in = add_input<Buffer<>>("col_partials", UInt(32), 2);
         if (outputs != Outputs::cols && axis_pass != AxisPass::second) {
-            rows = add_output<Buffer<>>("rows", UInt(8), 2);
+            rows = add_output<Buffer<>>("rows", code_t, 2);
             rows_scale = add_output<Buffer<>>("rows_scale", scale_t, 2);
         }
         if (outputs != Outputs::rows && axis_pass != AxisPass::first) {
-            cols = add_output<Buffer<>>("cols", UInt(8), 2);
+            cols = add_output<Buffer<>>("cols", code_t, 2);
             cols_scale = add_output<Buffer<>>("cols_scale", scale_t, 2);
         }
         if (axis_pass == AxisPass::first) col_partials_out = add_output<Buffer<>>("col_partials", UInt(32), 2);
@@ -147,6 +150,14 @@ public:
             abs_bits = select(abs_bits > u32(0x7F800000), u32(0), abs_bits);
         }
         absx(x, y) = abs_bits;
+        if (in_type != ElemType::fp32) {
+            // |x| in the input's own 16 bits (they order like |x|, NaN above inf): the tiled
+            // kernels' block maxima skip the decode per element and widen the maximum once.
+            Expr abs16 = cast<uint32_t>(xraw(x, y)) & u32(0x7FFF);
+            const uint32_t inf16 = in_type == ElemType::bf16 ? 0x7F80 : 0x7C00;
+            if (recipe == Recipe::block1d || recipe == Recipe::block2d) abs16 = select(abs16 > u32(inf16), u32(0), abs16);
+            absx16(x, y) = abs16;
+        }
 
         if (recipe == Recipe::axis) {
             generate_axiswise(is_e5m2);
@@ -165,7 +176,7 @@ public:
             rows_operand(x, y) = scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
                                                                      : rows_scale_for_q.scale(x / B, y));
             rows_q(x, y) = encoded(rows_operand, rows_pairs, true, is_e5m2);
-            (*rows)(x, y) = rows_q(x, y);
+            (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
         }
         // The tiled kernels compute each scale once per tile and share it between the codes
         // and the scale arrays (block2d: cols is rows' codes transposed).
@@ -179,7 +190,8 @@ public:
                                                                      : cols_scale_for_q.scale(x, y / B));
             // cols' rows run along M (y here): its pairs are (x, 2y), (x, 2y + 1).
             cols_q(x, y) = encoded(cols_operand, cols_pairs, false, is_e5m2);
-            (*cols)(y, x) = cols_q(x, y);  // block2d: the byte transpose of rows (same scales)
+            // block2d: the byte transpose of rows (same scales)
+            (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
         }
 
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
@@ -246,7 +258,7 @@ private:
     Input<Buffer<>> *input = nullptr, *col_partials_in = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr, *rows_scale = nullptr, *cols_scale = nullptr;
     Output<Buffer<>> *col_partials_out = nullptr;
-    Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"};
+    Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
@@ -272,21 +284,26 @@ private:
         const bool whole = sched.value() == "cuda_tiled";
         auto kc = [&](Expr e) { return whole ? e : min(e, K - 1); };
         auto mc = [&](Expr e) { return whole ? e : min(e, M - 1); };
+        // The tiled kernels (16-bit inputs) reduce |x|'s 16-bit patterns: widened once per block.
+        Func abs_of = whole ? absx16 : absx;
+        auto scale_of = [&](Expr amax) {
+            return scale_bits_of(whole ? reinterpret<uint32_t>(schedx::decode_to_float(amax, in_type)) : amax);
+        };
         if (recipe == Recipe::block2d) {
             b.r = RDom(0, B, 0, B, name + "_r");
             b.amax(bx, by) = u32(0);
-            b.amax(bx, by) = max(b.amax(bx, by), absx(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
-            b.scale(bx, by) = scale_bits_of(b.amax(bx, by));
+            b.amax(bx, by) = max(b.amax(bx, by), abs_of(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
+            b.scale(bx, by) = scale_of(b.amax(bx, by));
         } else if (along_k) {
             b.r = RDom(0, B, name + "_r");
             b.amax(bx, y) = u32(0);
-            b.amax(bx, y) = max(b.amax(bx, y), absx(kc(bx * B + b.r), y));
-            b.scale(bx, y) = scale_bits_of(b.amax(bx, y));
+            b.amax(bx, y) = max(b.amax(bx, y), abs_of(kc(bx * B + b.r), y));
+            b.scale(bx, y) = scale_of(b.amax(bx, y));
         } else {
             b.r = RDom(0, B, name + "_r");
             b.amax(x, by) = u32(0);
-            b.amax(x, by) = max(b.amax(x, by), absx(x, mc(by * B + b.r)));
-            b.scale(x, by) = scale_bits_of(b.amax(x, by));
+            b.amax(x, by) = max(b.amax(x, by), abs_of(x, mc(by * B + b.r)));
+            b.scale(x, by) = scale_of(b.amax(x, by));
         }
         return b;
     }
@@ -534,19 +551,25 @@ private:
     // `pairs` entry, low byte first; the schedule computes `pairs` per thread in registers.
     Expr encoded(Func operand, Func pairs, bool pair_along_x, Expr is_e5m2) {
         if (encoder.value() != "ptx") return schedx::encode_fp8(operand(x, y), is_e5m2);
-        auto at = [&](int j) { return cvt_operand(pair_along_x ? operand(2 * x + j, y) : operand(x, 2 * y + j)); };
+        // Subnormal products need no care: cvt rounds them to the signed zero the integer
+        // encoder gives (the cast's _cvt variants, every bf16 and fp16 pattern on the H200).
+        auto at = [&](int j) { return pair_along_x ? operand(2 * x + j, y) : operand(x, 2 * y + j); };
         pairs(x, y) = schedx::ptx_cvt_fp8x2(at(0), at(1), fp8.value() == "e5m2");
         Expr pair = pair_along_x ? pairs(x / 2, y) : pairs(x, y / 2);
         Expr high = (pair_along_x ? x : y) % 2 == 1;
         return cast<uint8_t>(select(high, pair >> 8, pair));
     }
 
-    // p for cvt: a subnormal p (|p| < 2^-126, an fp8 zero in both formats, sign | 0 from the
-    // integer encoder) becomes its signed zero, so the code never rests on whether cvt flushes
-    // subnormal inputs (Halide 21's PTX keeps them: plain mul.f32, no .ftz) and with which sign.
-    Expr cvt_operand(Expr p) {
-        Expr u = reinterpret<uint32_t>(p);
-        return reinterpret<float>(select((u & u32(0x7FFFFFFF)) < u32(0x00800000), u & u32(0x80000000), u));
+    // The word of codes 4w..4w+3 along an output row (rows: w along x; cols: along y), the
+    // lowest in the low byte; encoder=ptx merges two cvt pairs (ptxas folds the merge into
+    // the second F2FP where bytes took 4-5 instructions a pair).
+    Expr code_word(Func codes, Func pairs, bool along_x) {
+        Var w = along_x ? x : y;
+        auto at = [&](Func f, Expr i) { return along_x ? f(i, y) : f(x, i); };
+        if (encoder.value() == "ptx") return cast<uint32_t>(at(pairs, 2 * w)) | (cast<uint32_t>(at(pairs, 2 * w + 1)) << 16);
+        Expr word = u32(0);
+        for (int j = 0; j < 4; j++) word = word | (cast<uint32_t>(at(codes, 4 * w + j)) << (8 * j));
+        return word;
     }
 
     // fp32(v * s) as IEEE rounds it, s normal and positive (bits). On CUDA one mul.f32: the
@@ -674,22 +697,18 @@ private:
         input->dim(1).set_min(0).set_extent((M / whole) * whole);
         K = input->dim(0).extent();
         M = input->dim(1).extent();
+        const int W = vector_io ? 4 : 1;  // codes per element of rows and cols
         if (rows) {
-            rows->dim(0).set_min(0).set_extent(K);
+            rows->dim(0).set_min(0).set_extent(K / W);
             rows->dim(1).set_min(0).set_extent(M);
         }
         if (cols) {
-            cols->dim(0).set_min(0).set_extent(M);
+            cols->dim(0).set_min(0).set_extent(M / W);
             cols->dim(1).set_min(0).set_extent(K);
         }
         if (vector_io) {
             input->set_host_alignment(8);
             input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
-            for (Output<Buffer<>> *o : {rows, cols}) {
-                if (!o) continue;
-                o->set_host_alignment(4);
-                o->dim(1).set_stride((o->dim(1).stride() / 4) * 4);
-            }
         }
         // Scale arrays (no padding at whole tiles): block1d [K/128][M], [M/128][K]; block2d
         // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
@@ -698,36 +717,35 @@ private:
         if (rows) rows_scale->dim(0).set_min(0).set_extent(rs0).dim(1).set_min(0).set_extent(rs1);
         if (cols) cols_scale->dim(0).set_min(0).set_extent(cs0).dim(1).set_min(0).set_extent(cs1);
 
-        // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns).
+        // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns), one word
+        // of codes per row (column) with vector_io.
         Func first = rows ? Func(*rows) : Func(*cols);
         if (rows) {
-            rows->tile(x, y, xo, yo, xi, yi, T, T, TailStrategy::RoundUp)
-                .split(xi, xt, xi, 4, TailStrategy::RoundUp)
+            rows->tile(x, y, xo, yo, xi, yi, T / W, T, TailStrategy::RoundUp)
+                .split(xi, xt, xi, 4 / W, TailStrategy::RoundUp)
                 .split(yi, yt, yi, R, TailStrategy::RoundUp)
                 .reorder(xi, yi, xt, yt, xo, yo)
                 .unroll(yi)
                 .gpu_blocks(xo, yo)
                 .gpu_threads(xt, yt);
-            if (vector_io) rows->vectorize(xi);
-            else rows->unroll(xi);
+            rows->unroll(xi);
         }
         if (cols) {
-            cols->split(y, yo, yi, T, TailStrategy::RoundUp)
+            cols->split(y, yo, yi, T / W, TailStrategy::RoundUp)
                 .split(x, xo, xi, T, TailStrategy::RoundUp)
-                .split(yi, yt, yi, 4, TailStrategy::RoundUp)
+                .split(yi, yt, yi, 4 / W, TailStrategy::RoundUp)
                 .split(xi, xt, xi, R, TailStrategy::RoundUp)
                 .reorder(yi, xi, yt, xt, xo, yo)
                 .unroll(xi)
                 .gpu_blocks(xo, yo)
                 .gpu_threads(yt, xt);
-            if (vector_io) cols->vectorize(yi);
-            else cols->unroll(yi);
+            cols->unroll(yi);
             if (rows) cols->compute_with(*rows, xo);
         }
         // encoder=ptx: a thread's two cvt pairs per row (rows) or column (cols) in registers,
         // each byte stored from them.
-        if (rows && encoder.value() == "ptx") rows_pairs.compute_at(*rows, yi).store_in(MemoryType::Register).unroll(x);
-        if (cols && encoder.value() == "ptx") cols_pairs.compute_at(*cols, xi).store_in(MemoryType::Register).unroll(y);
+        if (rows && encoder.value() == "ptx" && !vector_io) rows_pairs.compute_at(*rows, yi).store_in(MemoryType::Register).unroll(x);
+        if (cols && encoder.value() == "ptx" && !vector_io) cols_pairs.compute_at(*cols, xi).store_in(MemoryType::Register).unroll(y);
         // Scale arrays: the block loops renamed xo (K tiles) and yo (M tiles) to fuse.
         auto fuse_array = [&](Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
             Var a("a"), b("b");
@@ -795,6 +813,7 @@ private:
                 // loop over all tiles (it cannot prove the fused stages' extents equal).
                 bs->scale.bound_storage(across, T).bound_storage(along, T / B);
                 bs->amax.compute_at(bs->scale, along);
+                { RVar ro("ro"), ri("ri"); bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri); }
             }
         }
     }

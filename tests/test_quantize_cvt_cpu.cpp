@@ -18,6 +18,9 @@
 #include "quantize_cvt_block2d_e4m3.h"
 #include "quantize_cvt_mx_e4m3.h"
 #include "quantize_cvt_mx_e5m2.h"
+#include "quantize_cvt_block1d_e4m3_words.h"
+#include "quantize_cvt_block2d_e4m3_words.h"
+#include "quantize_cvt_mx_e5m2_words.h"
 #include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
 #include "quantize_inputs.h"
@@ -77,6 +80,9 @@ const CvtLibrary kLibraries[] = {
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3_words), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_words), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2_words), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
 };
 
 // Runs a case through the runtime's binding of a quantize_fp8 variant (bf16 x, both outputs).

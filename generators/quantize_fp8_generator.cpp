@@ -812,8 +812,10 @@ private:
                 // Constant storage: the regions are one tile's, but Halide sized them by a host
                 // loop over all tiles (it cannot prove the fused stages' extents equal).
                 bs->scale.bound_storage(across, T).bound_storage(along, T / B);
+                // 8 elements a step: wider shared loads and 8 loads in flight per thread.
+                RVar ro("ro"), ri("ri");
                 bs->amax.compute_at(bs->scale, along);
-                { RVar ro("ro"), ri("ri"); bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri); }
+                bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri);
             }
         }
     }

@@ -39,6 +39,7 @@
 // by the runtime's PTX rewrite). Both round the same fp32 operand: the scaled value, with
 // MXFP8's NaN blocks as signed zeros or NaN and (cvt only) subnormals as signed zeros.
 #include "Halide.h"
+#include "cuda_atomics.h"
 #include "numerics.h"
 #include "ptx_extern.h"
 
@@ -57,7 +58,7 @@ enum class Recipe { block1d, block2d, mx, axis };
 enum class Outputs { both, rows, cols };
 // Axiswise in one pipeline (x read for each maximum and each copy), or in two: the first
 // writes rows, its scales and per-strip column maxima, the second cols from those maxima.
-enum class AxisPass { single, first, second };
+enum class AxisPass { single, first, second, maxima, codes };
 
 // The largest finite value of the input dtype (TE's value_for_inf).
 uint32_t max_finite_bits(ElemType t) {
@@ -87,7 +88,8 @@ public:
     // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
     GeneratorParam<bool> vector_io{"vector_io", false};
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
-                                       {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second}}};
+                                       {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second},
+                                        {"maxima", AxisPass::maxima}, {"codes", AxisPass::codes}}};
     GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
@@ -112,6 +114,23 @@ public:
         const Type code_t = vector_io ? UInt(32) : UInt(8);
         if (axis_pass != AxisPass::single && (recipe != Recipe::axis || outputs != Outputs::both)) {
             throw std::invalid_argument("axis_pass first / second: recipe axis with both outputs only");
+        }
+        if (tiled_axis() && (sched.value() != "cuda_tiled" || in_type == ElemType::fp32)) {
+            throw std::invalid_argument("axis_pass maxima / codes: schedule cuda_tiled, 16-bit inputs");
+        }
+        if (axis_pass == AxisPass::maxima) {
+            // The tiled axiswise pass 1: each 128 x 128 tile's row and column maxima, by atomic
+            // max into row_max [M] and col_max [K] (float bits of |x|, zeroed by the runtime).
+            // The sinks ([K/128][M] and [M/128][K] bytes, a workspace) carry the atomics.
+            row_max_address = add_input<uint64_t>("row_max_address");
+            col_max_address = add_input<uint64_t>("col_max_address");
+            row_sink = add_output<Buffer<>>("row_sink", UInt(8), 2);
+            col_sink = add_output<Buffer<>>("col_sink", UInt(8), 2);
+            return;
+        }
+        if (axis_pass == AxisPass::codes) {  // pass 2: the maxima pass 1 left
+            row_max_in = add_input<Buffer<>>("row_max", UInt(32), 1);
+            col_max_in = add_input<Buffer<>>("col_max", UInt(32), 1);
         }
         // col_partials: [ceil(M / strip_rows)][K], the maximum of |x|'s bits over each strip of
         // strip_rows rows of each column (NaN bits exceed inf's, so a NaN stays in them).
@@ -159,6 +178,10 @@ public:
             absx16(x, y) = abs16;
         }
 
+        if (tiled_axis()) {
+            generate_axis_tiled();
+            return;
+        }
         if (recipe == Recipe::axis) {
             generate_axiswise(is_e5m2);
             return;
@@ -255,9 +278,10 @@ public:
 
 private:
     Var x{"x"}, y{"y"}, bx{"bx"}, by{"by"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
-    Input<Buffer<>> *input = nullptr, *col_partials_in = nullptr;
+    Input<Buffer<>> *input = nullptr, *col_partials_in = nullptr, *row_max_in = nullptr, *col_max_in = nullptr;
+    Input<uint64_t> *row_max_address = nullptr, *col_max_address = nullptr;
     Output<Buffer<>> *rows = nullptr, *cols = nullptr, *rows_scale = nullptr, *cols_scale = nullptr;
-    Output<Buffer<>> *col_partials_out = nullptr;
+    Output<Buffer<>> *col_partials_out = nullptr, *row_sink = nullptr, *col_sink = nullptr;
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
@@ -306,6 +330,70 @@ private:
             b.scale(x, by) = scale_of(b.amax(x, by));
         }
         return b;
+    }
+
+    bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
+
+    // Axiswise in the block recipes' 128 x 128 tiles, two passes that each read x once:
+    // - maxima: the tile's row and column maxima (the block1d tiles' 1 x 128 and 128 x 1
+    //   block maxima), each into row_max / col_max by one atomic max per tile;
+    // - codes: the tile's rows and cols with the scales of those maxima (the block1d tiles,
+    //   their block maxima read instead of reduced), and both scale arrays.
+    // Scales and codes come from the same expressions as the other axiswise variants.
+    void generate_axis_tiled() {
+        if (axis_pass == AxisPass::maxima) {
+            rows_scale_for_q = make_scales("rows_q", true);
+            cols_scale_for_q = make_scales("cols_q", false);
+            // The 16-bit maxima widened to float bits (NaN stays above inf: atom.max compares signed).
+            auto widened = [&](Expr m16) { return reinterpret<uint32_t>(schedx::decode_to_float(m16, in_type)); };
+            auto atomic_max = [&](Input<uint64_t> *address, Expr index, Expr value) {
+                Expr at = *address + cast<uint64_t>(index) * 4;
+                if (default_schedule) {  // tests: a C stand-in (tests/test_quantize_cvt_cpu.cpp)
+                    return cast<uint8_t>(Internal::Call::make(UInt(32), "schedx_test_atomic_max_u32", {at, value},
+                                                              Internal::Call::Extern));
+                }
+                return cast<uint8_t>(schedx::device_atomic_u32_discarded("max", at, value, index));
+            };
+            // Dimensions as block1d's scale arrays (rows: [K/128][M], cols: [M/128][K]).
+            (*row_sink)(y, x) = atomic_max(row_max_address, y, widened(rows_scale_for_q.amax(x, y)));
+            (*col_sink)(x, y) = atomic_max(col_max_address, x, widened(cols_scale_for_q.amax(x, y)));
+            input->set_estimates({{0, 8192}, {0, 8192}});
+            row_sink->set_estimates({{0, 8192}, {0, 64}});
+            col_sink->set_estimates({{0, 8192}, {0, 64}});
+        } else {
+            rows_scale_for_q = BlockScales{Func("rows_q_amax"), Func("rows_q_scale"), RDom(), true};
+            cols_scale_for_q = BlockScales{Func("cols_q_amax"), Func("cols_q_scale"), RDom(), false};
+            rows_scale_for_q.amax(bx, y) = (*row_max_in)(y);
+            cols_scale_for_q.amax(x, by) = (*col_max_in)(x);
+            rows_scale_for_q.scale(bx, y) = axis_scale_bits(rows_scale_for_q.amax(bx, y));
+            cols_scale_for_q.scale(x, by) = axis_scale_bits(cols_scale_for_q.amax(x, by));
+            rows_operand(x, y) = scaled(value(x, y), rows_scale_for_q.scale(x / 128, y));
+            cols_operand(x, y) = scaled(value(x, y), cols_scale_for_q.scale(x, y / 128));
+            // A NaN scale (NaN maximum) makes NaN operands: code 0x7F from both encoders.
+            rows_q(x, y) = encoded(rows_operand, rows_pairs, true, fp8_format_is_e5m2());
+            cols_q(x, y) = encoded(cols_operand, cols_pairs, false, fp8_format_is_e5m2());
+            (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
+            (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
+            (*rows_scale)(x, y) = reinterpret<float>(axis_scale_bits((*row_max_in)(y)));  // [M][1]
+            (*cols_scale)(x, y) = reinterpret<float>(axis_scale_bits((*col_max_in)(x)));  // [1][K]
+            input->set_estimates({{0, 8192}, {0, 8192}});
+            row_max_in->set_estimates({{0, 8192}});
+            col_max_in->set_estimates({{0, 8192}});
+            rows->set_estimates({{0, 2048}, {0, 8192}});
+            cols->set_estimates({{0, 2048}, {0, 8192}});
+            rows_scale->set_estimates({{0, 1}, {0, 8192}});
+            cols_scale->set_estimates({{0, 8192}, {0, 1}});
+        }
+        fp8_format.set_estimate(0);
+        pow2_scales.set_estimate(1);
+        epsilon_bits.set_estimate(0);
+        mx_rceil.set_estimate(1);
+        if (using_autoscheduler()) return;
+        if (default_schedule) {
+            for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q}) b->amax.compute_root();
+            return;
+        }
+        schedule_cuda_tiled();
     }
 
     // Axiswise (torchao's "rowwise" recipe): a scale per row for rows and per column for
@@ -714,12 +802,17 @@ private:
         // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
         Expr rs0 = recipe == Recipe::block1d ? M : K / B, rs1 = recipe == Recipe::block1d ? K / B : (square ? M / B : M);
         Expr cs0 = recipe == Recipe::block1d ? K : M / B, cs1 = recipe == Recipe::block1d ? M / B : (square ? K / B : K);
+        if (recipe == Recipe::axis) {
+            rs0 = 1, rs1 = M, cs0 = K, cs1 = 1;
+        }
         if (rows) rows_scale->dim(0).set_min(0).set_extent(rs0).dim(1).set_min(0).set_extent(rs1);
         if (cols) cols_scale->dim(0).set_min(0).set_extent(cs0).dim(1).set_min(0).set_extent(cs1);
+        if (row_sink) row_sink->dim(0).set_min(0).set_extent(M).dim(1).set_min(0).set_extent(K / T);
+        if (col_sink) col_sink->dim(0).set_min(0).set_extent(K).dim(1).set_min(0).set_extent(M / T);
 
         // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns), one word
         // of codes per row (column) with vector_io.
-        Func first = rows ? Func(*rows) : Func(*cols);
+        Func first = row_sink ? Func(*row_sink) : rows ? Func(*rows) : Func(*cols);
         if (rows) {
             rows->tile(x, y, xo, yo, xi, yi, T / W, T, TailStrategy::RoundUp)
                 .split(xi, xt, xi, 4 / W, TailStrategy::RoundUp)
@@ -765,9 +858,16 @@ private:
                 o->reorder(along, across, xo, yo).gpu_threads(across);
             }
             o->unroll(along);
-            o->compute_with(first, xo);
+            if (Func(*o).name() != first.name()) o->compute_with(first, xo);
         };
-        if (recipe == Recipe::block1d) {
+        if (row_sink) {  // axiswise pass 1: the sinks as block1d's scale arrays
+            fuse_array(row_sink, false, T, 1);
+            fuse_array(col_sink, true, T, 1);
+        } else if (recipe == Recipe::axis) {
+            // Axiswise pass 2: its scale arrays (one scale per row, per column) in kernels of their own.
+            rows_scale->split(y, yo, yi, T, TailStrategy::RoundUp).gpu_blocks(yo).gpu_threads(yi);
+            cols_scale->split(x, xo, xi, T, TailStrategy::RoundUp).gpu_blocks(xo).gpu_threads(xi);
+        } else if (recipe == Recipe::block1d) {
             if (rows) fuse_array(rows_scale, false, T, 1);  // (m, kb)
             if (cols) fuse_array(cols_scale, true, T, 1);   // (k, mb)
         } else if (recipe == Recipe::mx) {
@@ -799,7 +899,9 @@ private:
             // The 128 reducing threads as 32 x 4, inside the 32 x (128 / R) grid of the
             // other stages (a 128-wide stage would make every block 128 threads wide).
             Var lo("lo"), hi("hi");
-            bs->scale.compute_at(first, xo).store_in(MemoryType::GPUShared);
+            // Axiswise pass 1 keeps the maxima (its sinks' atomics read them), not scales.
+            Func kept = row_sink ? bs->amax.in() : bs->scale;
+            kept.compute_at(first, xo).store_in(MemoryType::GPUShared);
             if (square) {
                 Var t("t");
                 bs->amax.compute_at(first, xo);
@@ -808,14 +910,16 @@ private:
                 per_lane.update().split(t, hi, lo, 32).gpu_threads(lo, hi);
             } else {
                 Var across = bs->along_k ? y : x, along = bs->along_k ? bx : by;
-                bs->scale.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi).gpu_threads(lo, hi);
+                kept.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi).gpu_threads(lo, hi);
                 // Constant storage: the regions are one tile's, but Halide sized them by a host
                 // loop over all tiles (it cannot prove the fused stages' extents equal).
-                bs->scale.bound_storage(across, T).bound_storage(along, T / B);
-                // 8 elements a step: wider shared loads and 8 loads in flight per thread.
-                RVar ro("ro"), ri("ri");
-                bs->amax.compute_at(bs->scale, along);
-                bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri);
+                kept.bound_storage(across, T).bound_storage(along, T / B);
+                bs->amax.compute_at(kept, along);
+                if (bs->amax.has_update_definition()) {  // axiswise pass 2 reads its maxima
+                    // 8 elements a step: wider shared loads and 8 loads in flight per thread.
+                    RVar ro("ro"), ri("ri");
+                    bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri);
+                }
             }
         }
     }

@@ -113,6 +113,44 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
     return SCHEDX_OK;
 }
 
+// Axiswise in tiles (variants with axis_pass maxima, CUDA): the first pass's atomics take
+// each row's and column's maximum into row_max [M] and col_max [K] (the stream's workspace,
+// zeroed first, held for both passes); the second (the quantize_fp8_axis_codes variant of
+// the dtype and format) writes rows, cols and both scale arrays from them.
+schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const char *in_type, const std::string &fp8,
+                             void *stream, void *ctx) {
+    const auto &second = candidates("quantize_fp8_axis_codes", Device::cuda, std::string(in_type) + ":" + fp8,
+                                    [&](const Variant &v) { return v.param("in_type") == in_type && v.param("fp8") == fp8; });
+    if (second.empty()) {
+        return fail(SCHEDX_ERR_NO_VARIANT, "no quantize_fp8_axis_codes variant for " + std::string(in_type) + " -> " + fp8);
+    }
+    // The sinks the atomics are stored to: [K/128][M] and [M/128][K] bytes (whole tiles).
+    const size_t maxima = size_t(c.m) + size_t(c.k), row_sink = size_t(c.k / 128) * size_t(c.m);
+    const size_t bytes = maxima * 4 + row_sink + size_t(c.m / 128) * size_t(c.k);
+    std::unique_lock<std::mutex> workspace_lock = lock_stream_workspace(ctx, stream);
+    void *workspace = nullptr;
+    schedx_status s;
+    if ((s = cuda_workspace(ctx, stream, bytes, &workspace)) || (s = cuda_fill_words(ctx, stream, workspace, maxima, 0))) {
+        return s;
+    }
+    uint32_t *const row_max = static_cast<uint32_t *>(workspace), *const col_max = row_max + c.m;
+    uint8_t *const sinks = reinterpret_cast<uint8_t *>(col_max + c.k);
+    {
+        PipelineCall call(first, stream, ctx);
+        bind(call, c);
+        call.bind_address("row_max_address", row_max);
+        call.bind_address("col_max_address", col_max);
+        call.bind_matrix("row_sink", sinks, c.k / 128, c.m, c.m, 1);
+        call.bind_matrix("col_sink", sinks + row_sink, c.m / 128, c.k, c.k, 1);
+        if ((s = call.run())) return s;
+    }
+    PipelineCall call(*second.front(), stream, ctx);
+    bind(call, c);
+    call.bind_vector("row_max", row_max, c.m, 4);
+    call.bind_vector("col_max", col_max, c.k, 4);
+    return call.run();
+}
+
 schedx_status check_options(const schedx_quantize_fp8_options *o) {
     schedx_status s;
     if ((s = check_not_null("options", o))) return s;
@@ -260,6 +298,7 @@ extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     if (v->param("axis_pass") == "first") return run_axis_two_passes(*v, c, dev, in_type, stream, ctx);
+    if (v->param("axis_pass") == "maxima") return run_axis_tiled(*v, c, in_type, fp8_name, stream, ctx);
     PipelineCall call(*v, stream, ctx);
     bind(call, c);
     return call.run();

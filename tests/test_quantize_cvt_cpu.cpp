@@ -21,9 +21,15 @@
 #include "quantize_cvt_block1d_e4m3_words.h"
 #include "quantize_cvt_block2d_e4m3_words.h"
 #include "quantize_cvt_mx_e5m2_words.h"
+#include "quantize_axis_codes_e4m3.h"
+#include "quantize_axis_codes_e5m2.h"
+#include "quantize_axis_maxima.h"
 #include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
 #include "quantize_inputs.h"
+
+// The atomic max of the axiswise maxima pass (tests/test_abs_max_blocks_cpu.cpp defines it).
+extern "C" uint32_t schedx_test_atomic_max_u32(uint64_t address, uint32_t value);
 
 namespace {
 
@@ -142,6 +148,51 @@ TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU
                 CHECK(test::check_quantize(
                           c, [kind](int64_t i, int64_t j) { return test::quantize_input_bits(SCHEDX_BF16, kind, i, j); },
                           runner_of(v)) == "");
+            }
+        }
+    }
+}
+
+TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, every bf16 pattern, special rows and columns") {
+    const schedx::Variant maxima = test::check_library_variant(SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), "quantize_fp8");
+    for (const auto &[codes_library, format] : {std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e4m3), SCHEDX_E4M3FN},
+                                                std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e5m2), SCHEDX_E5M2}}) {
+        const schedx::Variant codes = test::check_library_variant(codes_library, "quantize_fp8");
+        const std::string lib_name = codes_library.name;
+        CAPTURE(lib_name);
+        // As runtime/quantize_fp8.cpp runs them: maxima zeroed, sinks of a byte per tile row or column.
+        const test::QuantizeRunner runner = [&](const test::QuantizeCase &c, test::QuantizeBuffers &b) {
+            const schedx::QuantizeCall args{b.x->data(), c.m, c.k, c.ldx, 2, c.opt,
+                                            b.rows->data(), b.cols->data(), c.ld_rows, c.ld_cols,
+                                            b.rows_scale->data(), b.cols_scale->data(),
+                                            schedx::scale_shape(c.opt.recipe, c.m, c.k, false),
+                                            schedx::scale_shape(c.opt.recipe, c.m, c.k, true), 4};
+            std::vector<uint32_t> row_max(size_t(c.m), 0), col_max(size_t(c.k), 0);
+            std::vector<uint8_t> row_sink(size_t(c.m * (c.k / 128))), col_sink(size_t(c.k * (c.m / 128)));
+            schedx::PipelineCall first(maxima, nullptr);
+            schedx::bind(first, args);
+            first.bind_address("row_max_address", row_max.data());
+            first.bind_address("col_max_address", col_max.data());
+            first.bind_matrix("row_sink", row_sink.data(), c.k / 128, c.m, c.m, 1);
+            first.bind_matrix("col_sink", col_sink.data(), c.m / 128, c.k, c.k, 1);
+            schedx_status s = first.run();
+            if (s != SCHEDX_OK) return s;
+            schedx::PipelineCall second(codes, nullptr);
+            schedx::bind(second, args);
+            second.bind_vector("row_max", row_max.data(), c.m, 4);
+            second.bind_vector("col_max", col_max.data(), c.k, 4);
+            return second.run();
+        };
+        for (int pow2 : {0, 1}) {
+            CAPTURE(pow2);
+            for (test::QuantizeInput kind :
+                 {test::QuantizeInput::all_patterns, test::QuantizeInput::axis_lines, test::QuantizeInput::mixed}) {
+                CAPTURE(int(kind));
+                test::QuantizeCase c{256, 384};
+                c.opt = {SCHEDX_RECIPE_AXISWISE, format, pow2, 0.0f, SCHEDX_MX_FLOOR};
+                CHECK(test::check_quantize(
+                          c, [kind](int64_t i, int64_t j) { return test::quantize_input_bits(SCHEDX_BF16, kind, i, j); },
+                          runner) == "");
             }
         }
     }

@@ -66,10 +66,26 @@ void bind(PipelineCall &call, const QuantizeCall &c) {
 
 namespace {
 
+// The second pass of a tiled axiswise call: the first quantize_fp8_axis_codes variant of the
+// dtype and format that the device (compute capability `sm`) runs; null if none.
+const Variant *axis_codes_variant(const std::string &in_type, schedx_fp8_format format, int sm) {
+    const std::string fp8 = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
+    const auto &codes = candidates("quantize_fp8_axis_codes", Device::cuda, in_type + ":" + fp8,
+                                   [&](const Variant &v) { return v.param("in_type") == in_type && v.param("fp8") == fp8; });
+    for (const Variant *v : codes) {
+        if (v->min_sm <= sm) return v;
+    }
+    return nullptr;
+}
+
 // Tiled variants take whole 128 x 128 tiles (block2d: M and K multiples of 512, so that
-// its scale arrays have no padding); the general ones any shape.
-bool can_run(const Variant &v, const QuantizeCall &c) {
+// its scale arrays have no padding); the general ones any shape. A tiled axiswise first pass
+// needs a second that the device runs.
+bool can_run(const Variant &v, const QuantizeCall &c, int sm) {
     if (v.param("schedule") != "cuda_tiled") return true;
+    if (v.param("axis_pass") == "maxima" && !axis_codes_variant(std::string(v.param("in_type")), c.opt.format, sm)) {
+        return false;
+    }
     const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
     // vector_io: x in 8-byte loads, the codes in 4-byte stores (generators/quantize_fp8_generator.cpp).
     const auto aligned = [](const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
@@ -115,15 +131,11 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
 
 // Axiswise in tiles (variants with axis_pass maxima, CUDA): the first pass's atomics take
 // each row's and column's maximum into row_max [M] and col_max [K] (the stream's workspace,
-// zeroed first, held for both passes); the second (the quantize_fp8_axis_codes variant of
-// the dtype and format) writes rows, cols and both scale arrays from them.
-schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const char *in_type, const std::string &fp8,
-                             void *stream, void *ctx) {
-    const auto &second = candidates("quantize_fp8_axis_codes", Device::cuda, std::string(in_type) + ":" + fp8,
-                                    [&](const Variant &v) { return v.param("in_type") == in_type && v.param("fp8") == fp8; });
-    if (second.empty()) {
-        return fail(SCHEDX_ERR_NO_VARIANT, "no quantize_fp8_axis_codes variant for " + std::string(in_type) + " -> " + fp8);
-    }
+// zeroed first, held for both passes); the second (axis_codes_variant) writes rows, cols and
+// both scale arrays from them.
+schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const char *in_type, void *stream, void *ctx) {
+    const Variant *second = axis_codes_variant(in_type, c.opt.format, cuda_context_sm(ctx));
+    if (!second) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no quantize_fp8_axis_codes variant for ") + in_type);
     // The sinks the atomics are stored to: [K/128][M] and [M/128][K] bytes (whole tiles).
     const size_t maxima = size_t(c.m) + size_t(c.k), row_sink = size_t(c.k / 128) * size_t(c.m);
     const size_t bytes = maxima * 4 + row_sink + size_t(c.m / 128) * size_t(c.k);
@@ -144,7 +156,7 @@ schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const 
         call.bind_matrix("col_sink", sinks + row_sink, c.m / 128, c.k, c.k, 1);
         if ((s = call.run())) return s;
     }
-    PipelineCall call(*second.front(), stream, ctx);
+    PipelineCall call(*second, stream, ctx);
     bind(call, c);
     call.bind_vector("row_max", row_max, c.m, 4);
     call.bind_vector("col_max", col_max, c.k, 4);
@@ -293,12 +305,12 @@ extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes, aligned16(x),
                      !rows || aligned16(rows), !cols || aligned16(cols)};
     const auto runnable =
-        runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); });
+        runnable_variants(candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c, cuda_context_sm(ctx)); });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 
     if (v->param("axis_pass") == "first") return run_axis_two_passes(*v, c, dev, in_type, stream, ctx);
-    if (v->param("axis_pass") == "maxima") return run_axis_tiled(*v, c, in_type, fp8_name, stream, ctx);
+    if (v->param("axis_pass") == "maxima") return run_axis_tiled(*v, c, in_type, stream, ctx);
     PipelineCall call(*v, stream, ctx);
     bind(call, c);
     return call.run();

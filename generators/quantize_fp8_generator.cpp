@@ -196,8 +196,10 @@ public:
         const bool tiled = sched.value() == "cuda_tiled";
         if (rows) {
             rows_scale_for_q = make_scales("rows_q", true);
-            rows_operand(x, y) = scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
-                                                                     : rows_scale_for_q.scale(x / B, y));
+            rows_operand(x, y) = rows_scale_for_q.factors.defined()
+                                     ? by_factors(value(x, y), rows_scale_for_q.factors(x / B, y))
+                                     : scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
+                                                                           : rows_scale_for_q.scale(x / B, y));
             rows_q(x, y) = encoded(rows_operand, rows_pairs, true, is_e5m2);
             (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
         }
@@ -209,8 +211,10 @@ public:
             } else {
                 cols_scale_for_q = make_scales("cols_q", false);
             }
-            cols_operand(x, y) = scaled_in_block(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
-                                                                     : cols_scale_for_q.scale(x, y / B));
+            cols_operand(x, y) = cols_scale_for_q.factors.defined()
+                                     ? by_factors(value(x, y), cols_scale_for_q.factors(x, y / B))
+                                     : scaled_in_block(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
+                                                                           : cols_scale_for_q.scale(x, y / B));
             // cols' rows run along M (y here): its pairs are (x, 2y), (x, 2y + 1).
             cols_q(x, y) = encoded(cols_operand, cols_pairs, false, is_e5m2);
             // block2d: the byte transpose of rows (same scales)
@@ -295,6 +299,7 @@ private:
         Func amax, scale;
         RDom r;
         bool along_k;
+        Func factors;  // mx in the CUDA tiles: the block's two fp32 factors (mx_factors)
     };
     BlockScales rows_scale_for_q, cols_scale_for_q, rows_scale_for_array, cols_scale_for_array;
 
@@ -328,6 +333,11 @@ private:
             b.amax(x, by) = u32(0);
             b.amax(x, by) = max(b.amax(x, by), abs_of(x, mc(by * B + b.r)));
             b.scale(x, by) = scale_of(b.amax(x, by));
+        }
+        // The CUDA tiles' algorithm built for the CPU (default_schedule: tests) computes them too.
+        if (recipe == Recipe::mx && whole && (get_target().has_feature(Target::CUDA) || default_schedule)) {
+            Var u = along_k ? bx : x, w = along_k ? y : by;
+            b.factors(u, w) = mx_factors(b.scale(u, w));
         }
         return b;
     }
@@ -634,6 +644,24 @@ private:
         return select(scale == u32(255), nan_block, product);
     }
 
+    // An E8M0 byte as two fp32 factors, (x * f1) * f2 on CUDA (one IEEE mul.f32 each, no ftz)
+    // equal to scaled_in_block's operand for every x: FLOOR byte 255 0 (x * 0: a finite x a
+    // signed zero, inf and NaN NaN), RCEIL byte 255 NaN, RCEIL byte 254 2^-64 then 2^-63,
+    // else 2^(127 - byte) (FLOOR byte 0 2^126, RCEIL byte 0 1) then 1. Once per block, where
+    // scaled_in_block's selects ran per element (14 instructions per code, ptxas sm_90).
+    Tuple mx_factors(Expr byte) {
+        Expr rceil = mx_rceil != 0;
+        Expr field = select(byte == u32(0), select(rceil, u32(127), u32(253)), u32(254) - min(byte, u32(253)));
+        Expr f1 = select(byte == u32(255), select(rceil, u32(0x7FC00000), u32(0)), rceil && byte == u32(254), u32(63) << 23,
+                         field << 23);
+        Expr f2 = select(rceil && byte == u32(254), u32(64) << 23, u32(0x3F800000));
+        return Tuple(reinterpret<float>(f1), reinterpret<float>(f2));
+    }
+
+    Expr by_factors(Expr v, FuncRef factors) {
+        return strict_float(strict_float(v * Expr(factors[0])) * Expr(factors[1]));
+    }
+
     // The fp8 code at (x, y) of `operand`'s values. encoder=ptx: cvt pairs of elements
     // adjacent along an output row (x for rows, y for cols: pair_along_x), two codes per
     // `pairs` entry, low byte first; the schedule computes `pairs` per thread in registers.
@@ -919,6 +947,11 @@ private:
                     // 8 elements a step: wider shared loads and 8 loads in flight per thread.
                     RVar ro("ro"), ri("ri");
                     bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri);
+                }
+                if (bs->factors.defined()) {  // mx: beside the bytes, from them
+                    bs->factors.compute_at(first, xo).store_in(MemoryType::GPUShared);
+                    bs->factors.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi).gpu_threads(lo, hi);
+                    bs->factors.bound_storage(across, T).bound_storage(along, T / B);
                 }
             }
         }

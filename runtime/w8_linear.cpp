@@ -182,7 +182,7 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     return is_cublas_path(v) && (!large || c.m <= 16);
 }
 
-// The split-K tensor-core kernel untuned dispatch puts first for M = 3..16 (bf16 x): 16 rows
+// The split-K tensor-core kernel untuned dispatch puts first for M = 3..16 (any dtype): 16 rows
 // of W by 8 or 16 rows of x per warp, split_k warps along K so that N / 16 * split_k is near
 // 4096 warps. H200, dirty L2, against the best other path: N = K = 8192, M = 4 26.0 against
 // 32.4 us, M = 8 26.2 against 39.2, M = 16 27.4 against 40.4 (M = 1 GEMV 23.4); M = 16,
@@ -198,12 +198,14 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
         v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1) {
         return -1;
     }
-    // Timed on a GPU: bf16 x, no bias, whole rounds of chunks (the k_tail, bias and fp16
-    // forms rank with the other tensor-core forms until they are).
-    if (v.param("x_type") != "bf16" || v.param("with_bias") == "true" || v.param("k_tail") == "true") return -1;
+    // The bias, fp16 and k_tail forms win as the bf16 ones do: M = 4 / 8 / 16 at N = K = 8192,
+    // bias 25.5 / 26.2 / 27.5 us against 33.8 / 50.0 / 108.4 for the lane tiles, fp16 x 46.4
+    // / 46.5 / 48.4 against 68.2 / 128.0 / 251.0; K = 4544 M = 4 9.6 us against 12.2, M = 16
+    // 11.0 against 20.3 (quantize_tiles_2026-12-05_h200_7943873.md). A k_tail form ranks one
+    // below the whole-step form of its split, which it ties with for K on the step.
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(v.param_int("split_k", 1))));
-    return std::abs(split_log2 - preferred_log2);
+    return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0);
 }
 
 }  // namespace
@@ -219,7 +221,7 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
                 });
             }
             const int mma = mma_rank(v, c);
-            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 4 : 3);  // mma ranks are 0..2
+            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 5 : 4);  // mma ranks are 0..3
         });
 }
 

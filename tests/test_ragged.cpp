@@ -198,13 +198,14 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {17, 64, 1000, 1000, 1000, "cuda_smallbatch", true, 16},  // past the batch: K off 16 leaves cuBLAS out
         {100, 64, 4100, 4100, 4100, "cuda_smallbatch", true, 16},
         {1, 4096, 11008, 11008, 11008, "cuda_gemv", true, 0}, // whole steps only of 256: the 16-byte tail kernel
-        {4, 4096, 4544, 4544, 4544, "cuda_smallbatch", true, 4},  // ahead of dequantize + cuBLAS
+        {4, 4096, 4544, 4544, 4544, "cuda_mma", true, 8, 16},  // K off every split's step: the k_tail form
         {16, 4097, 4096, 4096, 4096, "cuda_mma", false, 16, 16},  // N off 16: tensor cores, not the int8 planes path
         {2, 8192, 8192, 8192, 8192, "cuda_smallbatch", false, 2},  // M = 2 stays off the tensor cores
         {3, 8192, 8192, 8192, 8192, "cuda_mma", false, 8, 8},
         {8, 14336, 4096, 4096, 4096, "cuda_mma", false, 8, 4},
         {9, 4096, 14336, 14336, 14336, "cuda_mma", false, 16, 16},
-        {4, 4096, 4608, 4608, 4608, "cuda_mma", false, 8, 8},  // K off split 16's step of 1024: split 8
+        {4, 4096, 4608, 4608, 4608, "cuda_mma", false, 8, 8},  // K off split 16's step of 1024: split 8, whole steps
+        {16, 4096, 11008, 11008, 11008, "cuda_mma", true, 16, 16},
         {16, 1024, 1024, 1024, 1024, "cuda_smallbatch", false, 16},  // below 2^24 weights: untimed on tensor cores
         {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
         {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O

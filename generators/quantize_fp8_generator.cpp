@@ -83,9 +83,6 @@ public:
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
-    // cuda_tiled (1 x B and B x 1 blocks): threads per block maximum, each over B / amax_split
-    // elements (2: all 256 threads reduce, where 1 leaves half of them waiting at a barrier).
-    GeneratorParam<int> amax_split{"amax_split", 1};
     // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
     // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
     // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
@@ -948,19 +945,9 @@ private:
                 bs->amax.compute_at(kept, along);
                 if (bs->amax.has_update_definition()) {  // axiswise pass 2 reads its maxima
                     // 8 elements a step: wider shared loads and 8 loads in flight per thread.
-                    RVar ro("ro"), ri("ri"), rh("rh");
-                    Func reducing = bs->amax;
-                    if (amax_split > 1) {
-                        // Each part of a block's maximum by a thread of its own, (32, 4 x parts) threads.
-                        Var h("h"), hh("hh");
-                        reducing = bs->amax.update().split(bs->r.x, rh, ri, B / amax_split).rfactor(rh, h);
-                        reducing.compute_at(first, xo).store_in(MemoryType::GPUShared);
-                        for (Stage st : {Stage(reducing), reducing.update()}) {
-                            st.split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, h, hi).fuse(h, hi, hh).gpu_threads(lo, hh);
-                        }
-                        reducing.bound_storage(h, amax_split).bound_storage(across, T).bound_storage(along, T / B);
-                    }
-                    reducing.update().split(amax_split > 1 ? ri : bs->r.x, ro, ri, 8).unroll(ri);
+                    // One thread per maximum: two per maximum (all 256 threads busy) was 1.13x slower.
+                    RVar ro("ro"), ri("ri");
+                    bs->amax.update().split(bs->r.x, ro, ri, 8).unroll(ri);
                 }
                 if (bs->factors.defined()) {  // mx: beside the bytes, from them
                     bs->factors.compute_at(first, xo).store_in(MemoryType::GPUShared);

@@ -230,7 +230,7 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte al
     }
 }
 
-TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128 past 2^27 multiply-adds, then cuBLAS; split-K for long rows") {
+TEST_CASE("untuned dispatch: split-K tensor cores for M = 3..16 from 2^24 weights, int8 planes to M = 128 past 2^27 multiply-adds, then cuBLAS; split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     auto last_name = [] {
         const char *last = schedx_last_variant("w8_linear");
@@ -245,28 +245,26 @@ TEST_CASE("untuned dispatch: small-batch to M = 6, int8 planes to M = 128 past 2
     W8Case prefill{300, 1008, 4096};
     CHECK(check_w8(prefill).error == "");
     CHECK(last_name().find("dequant_cublas") != std::string::npos);
-    // M = 5 and 6: the B = 6 tiles, listed ahead of B = 8 (1.2x faster at 8192^2).
+    // M = 3..16 from 2^24 weights: the split-K tensor-core kernels, every dtype pair and
+    // bias; below 2^24 weights the lane tiles (M = 5 and 6: B = 6).
+    for (int64_t m : {5, 6, 7, 16}) {
+        for (W8Case c : {W8Case{m, 4096, 4096}, W8Case{m, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true},
+                         W8Case{m, 4096, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true}}) {
+            CHECK(check_w8(c).error == "");
+            CHECK(schedule_of_last() == "cuda_mma");
+        }
+    }
     for (int64_t m : {5, 6}) {
-        W8Case aligned{m, 4096, 4096};
-        CHECK(check_w8(aligned).error == "");
+        W8Case below{m, 2048, 4096};
+        CHECK(check_w8(below).error == "");
         CHECK(last_name().find("_b6_") != std::string::npos);
     }
-    // Aligned, M = 7 .. 128 past 2^27 multiply-adds: the int8 planes path, with every dtype
-    // pair and bias; its pinned cuBLASLt GEMM up to M = 16 where N >= 8192, cublasGemmEx's
-    // pick elsewhere. At or below 2^27 (M = 8, N = K = 4096) the b8 tile.
-    for (int64_t m : {7, 16, 17}) {
-        for (W8Case c : {W8Case{m, 4096, 8192}, W8Case{m, 4096, 8192, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
-            CHECK(check_w8(c).error == "");
-            CHECK(last_name().find("_planes_cublas_i8") != std::string::npos);
-        }
-        for (W8Case c : {W8Case{m, 8192, 4096}, W8Case{m, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
-            CHECK(check_w8(c).error == "");
-            CHECK(last_name().find(m <= 16 ? "_planes_cublaslt_i8" : "_planes_cublas_i8") != std::string::npos);
-        }
+    // M = 17 .. 128 past 2^27 multiply-adds: the int8 planes path, with every dtype pair
+    // and bias (cublasGemmEx's pick).
+    for (W8Case c : {W8Case{17, 4096, 8192}, W8Case{17, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+        CHECK(check_w8(c).error == "");
+        CHECK(last_name().find("_planes_cublas_i8") != std::string::npos);
     }
-    W8Case at_work_bound{8, 4096, 4096};
-    CHECK(check_w8(at_work_bound).error == "");
-    CHECK(last_name().find("_b8_") != std::string::npos);
     W8Case small{16, 64, 1008, 1009};
     CHECK(check_w8(small).error == "");
     CHECK(schedule_of_last() == "cuda_general");

@@ -232,3 +232,47 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         if (t.split_k) CHECK(chosen.param_int("split_k", 0) == t.split_k);
     }
 }
+
+TEST_CASE("untuned CUDA dispatch of w8_linear: bias and fp16 calls take the split-K tensor-core forms that exist for them") {
+    struct Call {
+        int64_t m, n, k;
+        const char *x_type, *scale_type;
+        bool bias;
+        const char *schedule;  // the first choice's
+    };
+    const Call calls[] = {
+        {5, 4096, 8192, "bf16", "bf16", true, "cuda_mma"},    // bias: split 8, the one bias split
+        {16, 4096, 8192, "bf16", "bf16", true, "cuda_mma"},
+        {5, 8192, 4096, "fp16", "fp32", false, "cuda_mma"},
+        {16, 8192, 4096, "fp16", "fp32", false, "cuda_mma"},
+        {5, 8192, 4096, "fp16", "fp32", true, "cuda_smallbatch"},  // no fp16 bias form: the lane tiles
+        {17, 4096, 8192, "bf16", "bf16", true, "cuda_row_blocks"},  // past M = 16: the int8 planes path
+        {5, 2048, 4096, "bf16", "bf16", true, "cuda_smallbatch"},   // below 2^24 weights
+    };
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
+    for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
+        const Call &t = calls[n];
+        CAPTURE(t.m);
+        CAPTURE(t.n);
+        CAPTURE(t.x_type);
+        CAPTURE(t.bias);
+        std::vector<const schedx::Variant *> candidates;
+        for (const schedx::Variant &v : schedx::registry()) {
+            if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("autoscheduler").empty() &&
+                schedx::serves(v, t.x_type, t.scale_type, t.bias)) {
+                candidates.push_back(&v);
+            }
+        }
+        const int scale_bytes = std::string(t.scale_type) == "fp32" ? 4 : 2;
+        const schedx::W8LinearCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.k,
+                                     reinterpret_cast<const int8_t *>(base << 4), t.n, t.k,
+                                     reinterpret_cast<const void *>(base << 8),
+                                     t.bias ? reinterpret_cast<const void *>(base << 10) : nullptr, scale_bytes,
+                                     reinterpret_cast<void *>(base << 12), t.n};
+        const schedx::RunKey key{9, n, 0};  // a key of its own per call
+        const auto ranked = schedx::runnable_w8_variants(candidates, key, 90, c);
+        REQUIRE(!ranked->empty());
+        CAPTURE(ranked->front()->name);
+        CHECK(ranked->front()->param("schedule") == t.schedule);
+    }
+}

@@ -8,8 +8,8 @@
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
-#   [pending] (the variants built without a full GPU run: forced tests, memcheck, timed; at most 9.3 minutes
-#   at PENDING_TIMEOUT=70)
+#   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; at most
+#   9.3 minutes at PENDING_TIMEOUT=62)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -90,12 +90,16 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run: the forced tests of those
-      # variants (only they, SCHEDX_TEST_VARIANTS; at b46a0f6 the cast and w8 ones were cut by a 45 s bound)
-      # and their memcheck, the dispatch tests, then the untimed variants beside their neighbours.
-      # Each of its 8 parts bounded by PENDING_TIMEOUT s (70: 9.3 minutes at most, one device call).
-      t=${PENDING_TIMEOUT:-70}
-      for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk"; do
+    pending)  # what the last sessions built or changed without a full GPU run, each part bounded by
+      # PENDING_TIMEOUT s (nine parts; 62: at most 9.3 minutes, one device call).
+      t=${PENDING_TIMEOUT:-62}
+      # The untuned w8 dispatch expectations fixed at 683af9d from the CPU-side ranking only.
+      timeout "$t" build/tests/schedx_cuda_w8_tests -tc="untuned*,dispatch*" > "$out/pending_w8_dispatch.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w8_dispatch.log"
+      # Forced tests and memcheck of the variants whose runs were cut by their bound (b46a0f6, 7943873),
+      # and of the tiled axiswise passes with their scale arrays fused (683af9d, H100 only).
+      for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk" \
+                 "schedx_cuda_quantize_tests:axis_bf16_t128"; do
         bin=${run%%:*}
         SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1
         tail -n 3 "$out/pending_$bin.log"
@@ -103,23 +107,13 @@ for step in $steps; do
           build/tests/$bin > "$out/pending_memcheck_$bin.log" 2>&1 || rc=1
         tail -n 3 "$out/pending_memcheck_$bin.log"
       done
-      # The fused amax of the element and cols_element tiles (listed after the plain ones until timed)
-      timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --db "$out/pending_tuning.jsonl" \
-        --shapes 4096x4096,4097x4096,2999x4001,12000x6000 \
-        --variants t64r8w4_cvt,t64r4w4p2,cols_element_cvt,t64r8_element_io,cuda_general \
-        > "$out/pending_cast.md" 2>&1 || rc=1
-      # The b32 / b64 split-K tensor-core forms against cuBLAS's int8 planes path (issue 31: M = 32, 64)
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --shapes 32x8192x8192,64x8192x8192,32x14336x4096,64x4096x14336 --variants _mma_,planes \
-        > "$out/pending_w8.md" 2>&1 || rc=1
-      # The k_tail tensor-core forms on K off their split's step (issue 29), back to back as --ragged times
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --shapes 4x4096x4096,4x4096x4544,16x4096x4544,4x4096x11008,16x4096x11008,8x8192x8256 \
-        --variants _mma_,_ktail,b4_r2w16_coalesced,b8_r8w4_coalesced,planes > "$out/pending_w8_ktail.md" 2>&1 || rc=1
-      # The bias and fp16 split-K forms against the lane tiles of those dtypes
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16+bias,fp16 \
-        --db "$out/pending_tuning.jsonl" --shapes 4x8192x8192,8x8192x8192,16x8192x8192 --variants _mma_,_b4_,_b8_,_b16_ \
-        > "$out/pending_w8_dtypes.md" 2>&1 || rc=1
+      # Issue 32 on the H200 after the fusion: the tiled axiswise call against the tensorwise cast
+      # (and the cast's fused amax, issue 31), one process each, back to back.
+      timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis,block1d \
+        --db "$out/pending_tuning.jsonl" --shapes 8192x8192,4096x14336,16384x4096 --variants axis_bf16_t128,block1d_bf16_e4m3_t128r16_cvt_vec \
+        > "$out/pending_quantize.md" 2>&1 || rc=1
+      timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16+amax --db "$out/pending_tuning.jsonl" \
+        --shapes 8192x8192,4096x14336,16384x4096 --variants t128x64r8w4_cvt > "$out/pending_cast_anchor.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1

@@ -108,9 +108,9 @@ for step in $steps; do
         tail -n 3 "$out/pending_memcheck_$bin.log"
       done
       # Issue 32 on the H200 after the fusion: the tiled axiswise call against the tensorwise cast
-      # (and the cast's fused amax, issue 31), one process each, back to back.
+      # (and the cast's fused amax, issue 31), and block2d's _prmt tile beside _cvt_vec, back to back.
       timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis,block1d \
-        --db "$out/pending_tuning.jsonl" --shapes 8192x8192,4096x14336,16384x4096 --variants axis_bf16_t128,block1d_bf16_e4m3_t128r16_cvt_vec \
+        --db "$out/pending_tuning.jsonl" --shapes 8192x8192,4096x14336,16384x4096 --variants axis_bf16_t128,block1d_bf16_e4m3_t128r16_cvt_vec,block2d_bf16_e4m3_t128r16_cvt_vec \
         > "$out/pending_quantize.md" 2>&1 || rc=1
       timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16+amax --db "$out/pending_tuning.jsonl" \
         --shapes 8192x8192,4096x14336,16384x4096 --variants t128x64r8w4_cvt > "$out/pending_cast_anchor.md" 2>&1 || rc=1

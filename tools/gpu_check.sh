@@ -99,7 +99,7 @@ for step in $steps; do
       # Forced tests and memcheck of the variants whose runs were cut by their bound (b46a0f6, 7943873),
       # and of the tiled axiswise passes with their scale arrays fused (683af9d, H100 only).
       for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk" \
-                 "schedx_cuda_quantize_tests:axis_bf16_t128"; do
+                 "schedx_cuda_quantize_tests:axis_bf16_t128|_prmt"; do
         bin=${run%%:*}
         SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1
         tail -n 3 "$out/pending_$bin.log"
@@ -109,7 +109,7 @@ for step in $steps; do
       done
       # Issue 32 on the H200 after the fusion: the tiled axiswise call against the tensorwise cast
       # (and the cast's fused amax, issue 31), and block2d's _prmt tile beside _cvt_vec, back to back.
-      timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis,block1d \
+      timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis,block1d,block2d \
         --db "$out/pending_tuning.jsonl" --shapes 8192x8192,4096x14336,16384x4096 --variants axis_bf16_t128,block1d_bf16_e4m3_t128r16_cvt_vec,block2d_bf16_e4m3_t128r16_cvt_vec \
         > "$out/pending_quantize.md" 2>&1 || rc=1
       timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16+amax --db "$out/pending_tuning.jsonl" \

@@ -127,11 +127,9 @@ public:
             if (cols && cols_bytes) {
                 (*cols)(y, x) = cast<uint8_t>(f8_word(x / 4, y) >> (cast<uint32_t>(x % 4) * 8));
             } else if (cols) {
-                Expr b = cast<uint32_t>(x % 4);
-                Expr pair_sel = b | ((b + 4) << 4);  // byte b of the first word, then of the second
-                Expr low = permute(f8_word(x / 4, 4 * y), f8_word(x / 4, 4 * y + 1), pair_sel);
-                Expr high = permute(f8_word(x / 4, 4 * y + 2), f8_word(x / 4, 4 * y + 3), pair_sel);
-                (*cols)(y, x) = permute(low, high, schedx::u32(0x5410));
+                (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), f8_word(x / 4, 4 * y),
+                                                        f8_word(x / 4, 4 * y + 1), f8_word(x / 4, 4 * y + 2),
+                                                        f8_word(x / 4, 4 * y + 3), x % 4);
             }
         } else {
             if (rows) (*rows)(x, y) = f8_code(x, y);
@@ -259,10 +257,6 @@ private:
     int tile_m() const { return tile_rows > 0 ? int(tile_rows) : int(tile); }
 
     // PRMT on CUDA; shifts and masks for the CPU builds of the tiles (default_schedule).
-    Expr permute(Expr a, Expr b, Expr sel) {
-        return get_target().has_feature(Target::CUDA) ? schedx::prmt(a, b, sel) : schedx::prmt_by_shifts(a, b, sel);
-    }
-
     // The tiled kernels' threads per tile: tx across a tile row (each loads load_words input
     // words and encodes fw fp8 words per row) times ty down it (r rows each). The same
     // threads store the column-major output: cfw words of a column (16 bytes at most) for cr

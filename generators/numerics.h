@@ -204,6 +204,17 @@ inline Halide::Expr prmt_by_shifts(Halide::Expr a, Halide::Expr b, Halide::Expr 
     return out;
 }
 
+// Byte b (0-3) of each of four words, w0's lowest: word y of the transpose of a 4 x 4 byte
+// block (two pair permutes, then one of the pairs). PRMT on CUDA, shifts elsewhere.
+inline Halide::Expr transposed_word(bool cuda, Halide::Expr w0, Halide::Expr w1, Halide::Expr w2, Halide::Expr w3,
+                                    Halide::Expr b) {
+    using namespace Halide;
+    auto permute = [&](Expr lo, Expr hi, Expr sel) { return cuda ? prmt(lo, hi, sel) : prmt_by_shifts(lo, hi, sel); };
+    b = cast<uint32_t>(b);
+    Expr pair_sel = b | ((b + 4) << 4);  // byte b of the first word, then of the second
+    return permute(permute(w0, w1, pair_sel), permute(w2, w3, pair_sel), u32(0x5410));
+}
+
 // Byte i (0..3) of a uint32 word, an int8, as a float, without an int-to-float
 // instruction (those run at a fraction of the FMA rate on the GPU): the byte biased to
 // unsigned becomes the low mantissa bits of 2^23, and the bias is subtracted. Exact.

@@ -227,13 +227,10 @@ public:
             cols_q(x, y) = encoded(cols_operand, cols_pairs, false, is_e5m2);
             if (cols_from_rows) {
                 if (!(square && rows && vector_io)) throw std::invalid_argument("cols_from_rows takes block2d, both outputs, vector_io");
-                // Word y of column x: byte x % 4 of rows words (x / 4, 4y .. 4y + 3), as the cast's
-                // word tiles transpose (two pair permutes, then one of the pairs).
-                Expr b = cast<uint32_t>(x % 4);
-                Expr pair_sel = b | ((b + 4) << 4);
-                Expr low = permute(rows_words(x / 4, 4 * y), rows_words(x / 4, 4 * y + 1), pair_sel);
-                Expr high = permute(rows_words(x / 4, 4 * y + 2), rows_words(x / 4, 4 * y + 3), pair_sel);
-                (*cols)(y, x) = permute(low, high, u32(0x5410));
+                // Word y of column x: byte x % 4 of rows words (x / 4, 4y .. 4y + 3).
+                (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), rows_words(x / 4, 4 * y),
+                                                        rows_words(x / 4, 4 * y + 1), rows_words(x / 4, 4 * y + 2),
+                                                        rows_words(x / 4, 4 * y + 3), x % 4);
             } else {
                 // block2d: the byte transpose of rows (same scales), encoded again
                 (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
@@ -662,10 +659,6 @@ private:
         Expr finite = (u & u32(0x7FFFFFFF)) < u32(0x7F800000);
         Expr nan_block = reinterpret<float>(select(finite && !rceil, u & u32(0x80000000), u32(0x7FC00000)));
         return select(scale == u32(255), nan_block, product);
-    }
-
-    Expr permute(Expr a, Expr b, Expr sel) {
-        return get_target().has_feature(Target::CUDA) ? schedx::prmt(a, b, sel) : schedx::prmt_by_shifts(a, b, sel);
     }
 
     // An E8M0 byte as two fp32 factors, (x * f1) * f2 on CUDA (one IEEE mul.f32 each, no ftz)

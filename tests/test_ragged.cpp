@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -167,20 +168,39 @@ TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byt
     }
 }
 
-TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes or odd K the element-I/O kernels, M = 3..16 the split-K tensor-core kernels") {
-    // The CUDA bf16 x, bf16 scales, no-bias variants as the ABI's filter keeps them;
-    // autoscheduled ones left out (their answer is a bounds query needing a CUDA context).
-    static const std::vector<const schedx::Variant *> candidates = [] {
-        std::vector<const schedx::Variant *> out;
+namespace {
+
+// The first variant untuned CUDA dispatch ranks for a w8_linear call of these shapes, dtypes
+// and bias on an sm_90 device, among the variants that serve them (autoscheduled ones left
+// out: their answer is a bounds query needing a CUDA context). `key` must be the call's own
+// (runnable_w8_variants caches by key).
+const schedx::Variant &untuned_w8_choice(int64_t m, int64_t n, int64_t k, int64_t ldx, int64_t ldw, const char *x_type,
+                                         const char *scale_type, bool bias, const schedx::RunKey &key) {
+    // One list per dtypes and bias, at a stable address (runnable_variants caches by it too).
+    static std::map<std::string, std::vector<const schedx::Variant *>> lists;
+    std::vector<const schedx::Variant *> &candidates = lists[std::string(x_type) + scale_type + (bias ? "+bias" : "")];
+    if (candidates.empty()) {
         for (const schedx::Variant &v : schedx::registry()) {
             if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("autoscheduler").empty() &&
-                schedx::serves(v, "bf16", "bf16", false)) {
-                out.push_back(&v);
+                schedx::serves(v, x_type, scale_type, bias)) {
+                candidates.push_back(&v);
             }
         }
-        return out;
-    }();
+    }
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
+    const schedx::W8LinearCall c{reinterpret_cast<const void *>(base), m, k, ldx,
+                                 reinterpret_cast<const int8_t *>(base << 4), n, ldw,
+                                 reinterpret_cast<const void *>(base << 8),
+                                 bias ? reinterpret_cast<const void *>(base << 10) : nullptr,
+                                 std::string(scale_type) == "fp32" ? 4 : 2, reinterpret_cast<void *>(base << 12), n};
+    const auto ranked = schedx::runnable_w8_variants(candidates, key, 90, c);
+    REQUIRE(!ranked->empty());
+    return *ranked->front();
+}
+
+}  // namespace
+
+TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail kernels, rows off 4 bytes or odd K the element-I/O kernels, M = 3..16 the split-K tensor-core kernels") {
     struct Call {
         int64_t m, n, k, ldx, ldw;
         const char *schedule;  // the first choice's
@@ -217,14 +237,8 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         CAPTURE(t.m);
         CAPTURE(t.n);
         CAPTURE(t.k);
-        const schedx::W8LinearCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.ldx,
-                                     reinterpret_cast<const int8_t *>(base << 4), t.n, t.ldw,
-                                     reinterpret_cast<const void *>(base << 8), nullptr, 2,
-                                     reinterpret_cast<void *>(base << 12), t.n};
-        const schedx::RunKey key{8, n, 0};  // a key of its own per call (runnable_w8_variants caches by key)
-        const auto ranked = schedx::runnable_w8_variants(candidates, key, 90, c);
-        REQUIRE(!ranked->empty());
-        const schedx::Variant &chosen = *ranked->front();
+        const schedx::Variant &chosen =
+            untuned_w8_choice(t.m, t.n, t.k, t.ldx, t.ldw, "bf16", "bf16", false, schedx::RunKey{8, n, 0});
         CAPTURE(chosen.name);
         CHECK(chosen.param("schedule") == t.schedule);
         CHECK((chosen.param("k_tail") == "true") == t.tail);
@@ -249,30 +263,15 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: bias and fp16 calls take the spli
         {17, 4096, 8192, "bf16", "bf16", true, "cuda_row_blocks"},  // past M = 16: the int8 planes path
         {5, 2048, 4096, "bf16", "bf16", true, "cuda_smallbatch"},   // below 2^24 weights
     };
-    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
         const Call &t = calls[n];
         CAPTURE(t.m);
         CAPTURE(t.n);
         CAPTURE(t.x_type);
         CAPTURE(t.bias);
-        std::vector<const schedx::Variant *> candidates;
-        for (const schedx::Variant &v : schedx::registry()) {
-            if (v.op == "w8_linear" && v.device == schedx::Device::cuda && v.param("autoscheduler").empty() &&
-                schedx::serves(v, t.x_type, t.scale_type, t.bias)) {
-                candidates.push_back(&v);
-            }
-        }
-        const int scale_bytes = std::string(t.scale_type) == "fp32" ? 4 : 2;
-        const schedx::W8LinearCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.k,
-                                     reinterpret_cast<const int8_t *>(base << 4), t.n, t.k,
-                                     reinterpret_cast<const void *>(base << 8),
-                                     t.bias ? reinterpret_cast<const void *>(base << 10) : nullptr, scale_bytes,
-                                     reinterpret_cast<void *>(base << 12), t.n};
-        const schedx::RunKey key{9, n, 0};  // a key of its own per call
-        const auto ranked = schedx::runnable_w8_variants(candidates, key, 90, c);
-        REQUIRE(!ranked->empty());
-        CAPTURE(ranked->front()->name);
-        CHECK(ranked->front()->param("schedule") == t.schedule);
+        const schedx::Variant &chosen =
+            untuned_w8_choice(t.m, t.n, t.k, t.k, t.k, t.x_type, t.scale_type, t.bias, schedx::RunKey{9, n, 0});
+        CAPTURE(chosen.name);
+        CHECK(chosen.param("schedule") == t.schedule);
     }
 }

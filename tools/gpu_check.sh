@@ -8,8 +8,8 @@
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
-#   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; at most
-#   9.3 minutes at PENDING_TIMEOUT=62)
+#   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; about
+#   9 minutes at PENDING_TIMEOUT=90)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -91,29 +91,23 @@ for step in $steps; do
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
     pending)  # what the last sessions built or changed without a full GPU run, each part bounded by
-      # PENDING_TIMEOUT s (nine parts; 62: at most 9.3 minutes, one device call).
-      t=${PENDING_TIMEOUT:-62}
-      # The untuned w8 dispatch expectations fixed at 683af9d from the CPU-side ranking only.
-      timeout "$t" build/tests/schedx_cuda_w8_tests -tc="untuned*,dispatch*" > "$out/pending_w8_dispatch.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_w8_dispatch.log"
-      # Forced tests and memcheck of the variants whose runs were cut by their bound (b46a0f6, 7943873),
-      # and of the tiled axiswise passes with their scale arrays fused (683af9d, H100 only).
-      for run in "schedx_cuda_tests:cols_element|skinny|element_io_amax" "schedx_cuda_w8_tests:_element_|_v2_|r2w8_coalesced_v1|_mma_.*splitk" \
-                 "schedx_cuda_quantize_tests:axis_bf16_t128|_prmt"; do
+      # PENDING_TIMEOUT s (at most about 9 minutes, one device call).
+      t=${PENDING_TIMEOUT:-90}
+      # Forced tests and memcheck of the M = 32 / 64 split-K tensor-core forms (issue 31), and the
+      # cast's cols_element, skinny and element_io_amax tiles, whose last run was cut by its bound.
+      for run in "schedx_cuda_w8_tests:_mma_b32_r16w4_splitk16|_mma_b32_r32w4_splitk|_mma_b64_r16w4_splitk8" \
+                 "schedx_cuda_tests:cols_element|skinny|element_io_amax"; do
         bin=${run%%:*}
         SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" build/tests/$bin > "$out/pending_$bin.log" 2>&1 || rc=1
         tail -n 3 "$out/pending_$bin.log"
-        SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="${run#*:}" timeout "$t" compute-sanitizer --tool memcheck --error-exitcode 9 \
-          build/tests/$bin > "$out/pending_memcheck_$bin.log" 2>&1 || rc=1
-        tail -n 3 "$out/pending_memcheck_$bin.log"
       done
-      # Issue 32 on the H200 after the fusion: the tiled axiswise call against the tensorwise cast
-      # (and the cast's fused amax, issue 31), and block2d's _prmt tile beside _cvt_vec, back to back.
-      timeout "$t" build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis,block1d,block2d \
-        --db "$out/pending_tuning.jsonl" --shapes 8192x8192,4096x14336,16384x4096 --variants axis_bf16_t128,block1d_bf16_e4m3_t128r16_cvt_vec,block2d_bf16_e4m3_t128r16_cvt_vec \
-        > "$out/pending_quantize.md" 2>&1 || rc=1
-      timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16+amax --db "$out/pending_tuning.jsonl" \
-        --shapes 8192x8192,4096x14336,16384x4096 --variants t128x64r8w4_cvt > "$out/pending_cast_anchor.md" 2>&1 || rc=1
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="_mma_b32_r16w4_splitk16|_mma_b32_r32w4_splitk|_mma_b64_r16w4_splitk8" timeout "$t" \
+        compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/schedx_cuda_w8_tests > "$out/pending_memcheck_w8.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_memcheck_w8.log"
+      # Issue 31: M = 32 and 64 at the three (N, K), the tensor-core forms against cuBLAS int8 planes (dirty L2).
+      timeout 200 build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
+        --variants _mma_b32,_mma_b64,planes --shapes 32x8192x8192,64x8192x8192,32x14336x4096,64x14336x4096,32x4096x14336,64x4096x14336 \
+        --csv "$out/pending_mma.csv" > "$out/pending_mma.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1

@@ -87,9 +87,6 @@ public:
     // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
     // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
     GeneratorParam<bool> vector_io{"vector_io", false};
-    // block2d with vector_io: cols as the byte transpose (PRMT) of each thread's rows words,
-    // every element encoded once instead of once per output.
-    GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second},
                                         {"maxima", AxisPass::maxima}, {"codes", AxisPass::codes}}};
@@ -204,12 +201,7 @@ public:
                                      : scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
                                                                            : rows_scale_for_q.scale(x / B, y));
             rows_q(x, y) = encoded(rows_operand, rows_pairs, true, is_e5m2);
-            if (vector_io) {
-                rows_words(x, y) = code_word(rows_q, rows_pairs, true);
-                (*rows)(x, y) = rows_words(x, y);
-            } else {
-                (*rows)(x, y) = rows_q(x, y);
-            }
+            (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
         }
         // The tiled kernels compute each scale once per tile and share it between the codes
         // and the scale arrays (block2d: cols is rows' codes transposed).
@@ -225,16 +217,8 @@ public:
                                                                            : cols_scale_for_q.scale(x, y / B));
             // cols' rows run along M (y here): its pairs are (x, 2y), (x, 2y + 1).
             cols_q(x, y) = encoded(cols_operand, cols_pairs, false, is_e5m2);
-            if (cols_from_rows) {
-                if (!(square && rows && vector_io)) throw std::invalid_argument("cols_from_rows takes block2d, both outputs, vector_io");
-                // Word y of column x: byte x % 4 of rows words (x / 4, 4y .. 4y + 3).
-                (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), rows_words(x / 4, 4 * y),
-                                                        rows_words(x / 4, 4 * y + 1), rows_words(x / 4, 4 * y + 2),
-                                                        rows_words(x / 4, 4 * y + 3), x % 4);
-            } else {
-                // block2d: the byte transpose of rows (same scales), encoded again
-                (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
-            }
+            // block2d: the byte transpose of rows (same scales), encoded again
+            (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
         }
 
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
@@ -306,7 +290,6 @@ private:
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
-    Func rows_words{"rows_words"};  // vector_io: rows' words of four codes
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
     Func row_scale_axis{"row_scale_axis"}, strip_col_amax{"strip_col_amax"};  // axis_pass first
     RDom rk_axis, rs_axis;  // along a row; down a strip (axis_pass first)
@@ -868,21 +851,7 @@ private:
                 .gpu_threads(xt, yt);
             rows->unroll(xi);
         }
-        if (cols && cols_from_rows) {
-            // Each thread transposes its own rows words: 4 columns of 4 words (16 rows), one
-            // 16-byte store per column; the loops fused with rows' down to the thread.
-            cols->split(x, xo, xi, T, TailStrategy::RoundUp)
-                .split(xi, xt, xi, 4, TailStrategy::RoundUp)
-                .split(y, yo, yi, T / 4, TailStrategy::RoundUp)
-                .split(yi, yt, yi, R / 4, TailStrategy::RoundUp)
-                .reorder(yi, xi, xt, yt, xo, yo)
-                .vectorize(yi)
-                .unroll(xi)
-                .gpu_blocks(xo, yo)
-                .gpu_threads(xt, yt)
-                .compute_with(*rows, xt);
-            rows_words.compute_at(*rows, xt).store_in(MemoryType::Register).unroll(x).unroll(y);
-        } else if (cols) {
+        if (cols) {
             cols->split(y, yo, yi, T / W, TailStrategy::RoundUp)
                 .split(x, xo, xi, T, TailStrategy::RoundUp)
                 .split(yi, yt, yi, 4 / W, TailStrategy::RoundUp)

@@ -43,7 +43,8 @@ struct Driver {
     CUresult (*cuCtxPushCurrent)(void *);
     CUresult (*cuCtxPopCurrent)(void **);
     CUresult (*cuThreadExchangeStreamCaptureMode)(int *);
-    CUresult (*cuStreamCreate)(void **, unsigned);
+    CUresult (*cuStreamCreateWithPriority)(void **, unsigned, int);
+    CUresult (*cuCtxGetStreamPriorityRange)(int *, int *);
     CUresult (*cuEventCreate)(void **, unsigned);
     CUresult (*cuEventRecord)(void *, void *);
     CUresult (*cuStreamWaitEvent)(void *, void *, unsigned);
@@ -80,7 +81,8 @@ Driver &driver() {
               sym(d.cuCtxPushCurrent, "cuCtxPushCurrent_v2") &&
               sym(d.cuCtxPopCurrent, "cuCtxPopCurrent_v2") &&
               sym(d.cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode") &&
-              sym(d.cuStreamCreate, "cuStreamCreate") && sym(d.cuEventCreate, "cuEventCreate") &&
+              sym(d.cuStreamCreateWithPriority, "cuStreamCreateWithPriority") &&
+              sym(d.cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange") && sym(d.cuEventCreate, "cuEventCreate") &&
               sym(d.cuEventRecord, "cuEventRecord") && sym(d.cuStreamWaitEvent, "cuStreamWaitEvent"))) {
             d.error = "CUDA driver lacks a required entry point";
             return;
@@ -454,7 +456,12 @@ schedx_status cuda_fork_side_stream(void *context, void *stream, void **side) {
     CudaContextScope scope(context);
     if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
     StreamWorkspace *w = workspace_of(context, stream);
-    if (!w->side && (d.cuStreamCreate(&w->side, kStreamNonBlocking) != 0 ||
+    // The side stream's launches are a tile wide and wait on the caller's stream together with
+    // its whole tiles: at the default priority their blocks were dispatched after those and ran
+    // as a serial tail (H100, 12000x6000: 6.3-7.0 us each beside 103 us of whole tiles).
+    int least = 0, greatest = 0;
+    if (!w->side && (d.cuCtxGetStreamPriorityRange(&least, &greatest) != 0 ||
+                     d.cuStreamCreateWithPriority(&w->side, kStreamNonBlocking, greatest) != 0 ||
                      d.cuEventCreate(&w->forked, kEventDisableTiming) != 0 ||
                      d.cuEventCreate(&w->joined, kEventDisableTiming) != 0)) {
         w->side = nullptr;

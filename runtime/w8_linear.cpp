@@ -192,11 +192,22 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 // Rank 0 for that split, then the other splits by distance from it (K off the preferred
 // one's step: split 8 at N = K = 4096, M = 4, 9.9 us against 11.3 for the lane tile); -1
 // where none applies.
+// M = 17..64 run b32 and b64, whose warps re-read x from L2 once per rows_per_warp rows of W:
+// the best form keeps N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp where
+// that ties (H100, dirty L2: M = 32, N = K = 8192 b32_r32w4_splitk8 36.4 us against
+// b32_r16w4_splitk4 40.5 and cuBLAS int8 planes 55.8; M = 64 b64_r16w4_splitk4 55.0 against
+// 71.1; w8_mma_m32_m64_2026-12-05_h100_cfddfb9.md).
 int mma_rank(const Variant &v, const W8LinearCall &c) {
-    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 16 || c.n * c.k < (int64_t(1) << 24)) return -1;
-    if (v.param_int("batch", 8) != (c.m <= 8 ? 8 : 16) || v.param_int("rows_per_warp", 16) != 16 ||
-        v.param_int("load_words", 4) != 4 || v.param_int("split_k", 1) == 1) {
+    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 64 || c.n * c.k < (int64_t(1) << 24)) return -1;
+    const int64_t batch = c.m <= 8 ? 8 : c.m <= 16 ? 16 : c.m <= 32 ? 32 : 64;
+    const int64_t rows = v.param_int("rows_per_warp", 16), split = v.param_int("split_k", 1);
+    if (v.param_int("batch", 8) != batch || v.param_int("load_words", 4) != 4 || split == 1 ||
+        (batch <= 16 && rows != 16)) {
         return -1;
+    }
+    if (batch > 16) {
+        const double octaves = std::abs(std::log2(double(c.n / rows * split) / 2048.0));
+        return std::min(3, int(std::lround(2 * octaves)) + (rows == 16 ? 1 : 0));
     }
     // The bias, fp16 and k_tail forms win as the bf16 ones do: M = 4 / 8 / 16 at N = K = 8192,
     // bias 25.5 / 26.2 / 27.5 us against 33.8 / 50.0 / 108.4 for the lane tiles, fp16 x 46.4
@@ -204,7 +215,7 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
     // 11.0 against 20.3 (quantize_tiles_2026-12-05_h200_7943873.md). A k_tail form ranks one
     // below the whole-step form of its split, which it ties with for K on the step.
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
-    const int split_log2 = int(std::log2(double(v.param_int("split_k", 1))));
+    const int split_log2 = int(std::log2(double(split)));
     return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0);
 }
 

@@ -230,7 +230,7 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte al
     }
 }
 
-TEST_CASE("untuned dispatch: split-K tensor cores for M = 3..16 from 2^24 weights, int8 planes to M = 128 past 2^27 multiply-adds, then cuBLAS; split-K for long rows") {
+TEST_CASE("untuned dispatch: split-K tensor cores for M = 3..16 from 2^24 weights (bf16 x to M = 64), int8 planes to M = 128 past 2^27 multiply-adds, then cuBLAS; split-K for long rows") {
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     auto last_name = [] {
         const char *last = schedx_last_variant("w8_linear");
@@ -260,9 +260,16 @@ TEST_CASE("untuned dispatch: split-K tensor cores for M = 3..16 from 2^24 weight
         CHECK(check_w8(below).error == "");
         CHECK(last_name().find("_b6_") != std::string::npos);
     }
-    // M = 17 .. 128 past 2^27 multiply-adds: the int8 planes path, with every dtype pair
-    // and bias (cublasGemmEx's pick).
-    for (W8Case c : {W8Case{17, 4096, 8192}, W8Case{17, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
+    // M = 17 .. 64, bf16 x without bias: the b32 and b64 split-K tensor-core kernels.
+    for (int64_t m : {17, 32, 33, 64}) {
+        W8Case c{m, 4096, 8192};
+        CHECK(check_w8(c).error == "");
+        CHECK(schedule_of_last() == "cuda_mma");
+    }
+    // M = 17 .. 128 past 2^27 multiply-adds otherwise: the int8 planes path, with every dtype
+    // pair and bias (cublasGemmEx's pick).
+    for (W8Case c : {W8Case{65, 4096, 8192}, W8Case{17, 4096, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, true},
+                     W8Case{17, 8192, 4096, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}}) {
         CHECK(check_w8(c).error == "");
         CHECK(last_name().find("_planes_cublas_i8") != std::string::npos);
     }

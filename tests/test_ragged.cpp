@@ -207,6 +207,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         bool tail;             // a k_tail variant
         int64_t batch;         // its batch (small-batch and tensor-core kernels), else 0
         int64_t split_k = 0;   // its split_k (tensor-core kernels)
+        int64_t rows_per_warp = 0;  // its rows of W per warp (tensor-core kernels)
     };
     const Call calls[] = {
         {1, 4096, 4096, 4096, 4096, "cuda_gemv", false, 0},
@@ -226,6 +227,15 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {9, 4096, 14336, 14336, 14336, "cuda_mma", false, 16, 16},
         {4, 4096, 4608, 4608, 4608, "cuda_mma", false, 8, 8},  // K off split 16's step of 1024: split 8, whole steps
         {16, 4096, 11008, 11008, 11008, "cuda_mma", true, 16, 16},
+        // M = 17..64: b32 / b64, N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp on a tie
+        {32, 8192, 8192, 8192, 8192, "cuda_mma", false, 32, 8, 32},
+        {32, 14336, 4096, 4096, 4096, "cuda_mma", false, 32, 4, 32},
+        {32, 4096, 14336, 14336, 14336, "cuda_mma", false, 32, 8, 16},
+        {17, 4096, 14336, 14336, 14336, "cuda_mma", false, 32, 8, 16},
+        {64, 8192, 8192, 8192, 8192, "cuda_mma", false, 64, 4, 16},
+        {64, 14336, 4096, 4096, 4096, "cuda_mma", false, 64, 4, 32},
+        {48, 4096, 14336, 14336, 14336, "cuda_mma", false, 64, 8, 16},
+        {64, 4096, 4100, 4100, 4100, "cuda_smallbatch", true, 16},  // K off 64: no b64 k_tail form, the lane tiles
         {16, 1024, 1024, 1024, 1024, "cuda_smallbatch", false, 16},  // below 2^24 weights: untimed on tensor cores
         {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
         {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O
@@ -244,6 +254,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         CHECK((chosen.param("k_tail") == "true") == t.tail);
         if (t.batch) CHECK(chosen.param_int("batch", 0) == t.batch);
         if (t.split_k) CHECK(chosen.param_int("split_k", 0) == t.split_k);
+        if (t.rows_per_warp) CHECK(chosen.param_int("rows_per_warp", 0) == t.rows_per_warp);
     }
 }
 

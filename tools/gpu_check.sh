@@ -9,7 +9,7 @@
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; about
-#   8 minutes at PENDING_TIMEOUT=90)
+#   6 minutes at PENDING_TIMEOUT=90)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -91,26 +91,17 @@ for step in $steps; do
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
     pending)  # what the last sessions built or changed without a full GPU run, each part bounded by
-      # PENDING_TIMEOUT s (at most about 8 minutes, one device call).
+      # PENDING_TIMEOUT s (at most about 6 minutes, one device call).
       t=${PENDING_TIMEOUT:-90}
-      # Forced tests and memcheck of the M = 64 tensor-core form with 32 rows of W per warp (issue 31).
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="_mma_b64_r32w4" timeout "$t" build/tests/schedx_cuda_w8_tests > "$out/pending_w8.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_w8.log"
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="_mma_b64_r32w4" timeout "$t" \
-        compute-sanitizer --tool memcheck --error-exitcode 9 build/tests/schedx_cuda_w8_tests > "$out/pending_memcheck_w8.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_memcheck_w8.log"
-      # Issue 31: M = 64 at the three (N, K), the tensor-core forms against cuBLAS int8 planes (dirty L2).
-      timeout "$t" build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --variants _mma_b64,planes --shapes 64x14336x4096,64x8192x8192,64x4096x14336 > "$out/pending_mma.md" 2>&1 || rc=1
-      # Issue 29: the shifted edge tiles on a side stream of the greatest priority, against the aligned neighbour.
-      timeout "$t" build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16+amax --db "$out/pending_tuning.jsonl" \
-        --variants t128r4w8,t64r4w4p2,t64r8w4_cvt,t64r4w8_cvt,t128x64r8w4_cvt --shapes 12000x6000,12288x6144,8000x8000,8192x8192 \
-        > "$out/pending_ragged.md" 2>&1 || rc=1
-      grep -h "dispatch chose" "$out"/pending_*.md
-      # The cast's cols_element, skinny and element_io_amax tiles forced, whose last two runs were cut by their bound.
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="cols_element|skinny|element_io_amax" timeout 150 build/tests/schedx_cuda_tests \
-        > "$out/pending_schedx_cuda_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_schedx_cuda_tests.log" ;;
+      # Issue 31: untuned dispatch takes the b32 / b64 tensor-core forms for bf16 x at M = 17..64.
+      timeout "$t" build/tests/schedx_cuda_w8_tests -tc="untuned*" > "$out/pending_w8_untuned.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w8_untuned.log"
+      # M = 17..64 at the three (N, K): the tensor-core forms against cuBLAS int8 planes (dirty L2).
+      timeout 240 build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
+        --variants _mma_b32,_mma_b64,planes --csv "$out/pending_mma.csv" \
+        --shapes 17x8192x8192,32x8192x8192,48x8192x8192,64x8192x8192,32x14336x4096,64x14336x4096,32x4096x14336,64x4096x14336 \
+        > "$out/pending_mma.md" 2>&1 || rc=1
+      grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

@@ -456,9 +456,9 @@ schedx_status cuda_fork_side_stream(void *context, void *stream, void **side) {
     CudaContextScope scope(context);
     if (!scope.ok()) return fail(SCHEDX_ERR_KERNEL, "cannot make the context current");
     StreamWorkspace *w = workspace_of(context, stream);
-    // The side stream's launches are a tile wide and wait on the caller's stream together with
-    // its whole tiles: at the default priority their blocks were dispatched after those and ran
-    // as a serial tail (H100, 12000x6000: 6.3-7.0 us each beside 103 us of whole tiles).
+    // The side stream's launches are a tile wide, one tile's latency each (H100, 12000x6000:
+    // 6.3-7.0 us beside 103 us of whole tiles): the greatest priority lets their blocks take SM
+    // slots ahead of the whole tiles' waiting ones (ragged_side_priority_2026-12-05_h100_65c7b39.md).
     int least = 0, greatest = 0;
     if (!w->side && (d.cuCtxGetStreamPriorityRange(&least, &greatest) != 0 ||
                      d.cuStreamCreateWithPriority(&w->side, kStreamNonBlocking, greatest) != 0 ||

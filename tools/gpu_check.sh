@@ -90,18 +90,15 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run, each part bounded by
-      # PENDING_TIMEOUT s (at most about 6 minutes, one device call).
-      t=${PENDING_TIMEOUT:-90}
-      # Issue 31: untuned dispatch takes the b32 / b64 tensor-core forms for bf16 x at M = 17..64.
-      timeout "$t" build/tests/schedx_cuda_w8_tests -tc="untuned*" > "$out/pending_w8_untuned.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_w8_untuned.log"
-      # M = 17..64 at the three (N, K): the tensor-core forms against cuBLAS int8 planes (dirty L2).
-      timeout 240 build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --variants _mma_b32,_mma_b64,planes --csv "$out/pending_mma.csv" \
-        --shapes 17x8192x8192,32x8192x8192,48x8192x8192,64x8192x8192,32x14336x4096,64x14336x4096,32x4096x14336,64x4096x14336 \
-        > "$out/pending_mma.md" 2>&1 || rc=1
-      grep -h "dispatch chose" "$out"/pending_*.md ;;
+    pending)  # what the last sessions built or changed without a full GPU run (one device call).
+      # Issue 29: the side stream of the shifted edge tiles at the default priority (A) and the
+      # greatest (B), alternated twice, each against the aligned neighbour in the same process.
+      for run in A B A B; do
+        env $([ $run = A ] && echo SCHEDX_AB_DEFAULT_PRIORITY=1) timeout 60 build/tools/schedx-explore --op cast_transpose --device cuda \
+          --configs bf16 --db "$out/pending_tuning_$run.jsonl" --variants t128r4w8,t64r4w4p2,t128x64r8w4_cvt \
+          --shapes 12000x6000,12288x6144 > "$out/pending_ragged_$run.md" 2>&1 || rc=1
+        echo "$run"; grep -h "^| *1 |" "$out/pending_ragged_$run.md"
+      done ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

@@ -461,7 +461,7 @@ schedx_status cuda_fork_side_stream(void *context, void *stream, void **side) {
     // slots ahead of the whole tiles' waiting ones (ragged_side_priority_2026-12-05_h100_65c7b39.md).
     int least = 0, greatest = 0;
     if (!w->side && (d.cuCtxGetStreamPriorityRange(&least, &greatest) != 0 ||
-                     d.cuStreamCreateWithPriority(&w->side, kStreamNonBlocking, std::getenv("SCHEDX_AB_DEFAULT_PRIORITY") ? least : greatest) != 0 ||
+                     d.cuStreamCreateWithPriority(&w->side, kStreamNonBlocking, greatest) != 0 ||
                      d.cuEventCreate(&w->forked, kEventDisableTiming) != 0 ||
                      d.cuEventCreate(&w->joined, kEventDisableTiming) != 0)) {
         w->side = nullptr;

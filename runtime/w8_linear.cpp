@@ -196,10 +196,13 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 // the best form keeps N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp where
 // that ties (H100, dirty L2: M = 32, N = K = 8192 b32_r32w4_splitk8 36.4 us against
 // b32_r16w4_splitk4 40.5 and cuBLAS int8 planes 55.8; M = 64 b64_r16w4_splitk4 55.0 against
-// 71.1; w8_mma_m32_m64_2026-12-05_h100_cfddfb9.md).
+// 71.1; w8_mma_m32_m64_2026-12-05_h100_cfddfb9.md). At M = 33..64 and N > 12288 the planes
+// path stays first: H200, M = 64, (14336, 4096) 47.5 us against b64_r32w4_splitk4's 54.4
+// (w8_mma_m17_m64_2026-12-05_h200_0c56cfd.md; the H100 had them even, 54.8 against 54.4).
 int mma_rank(const Variant &v, const W8LinearCall &c) {
     if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 64 || c.n * c.k < (int64_t(1) << 24)) return -1;
     const int64_t batch = c.m <= 8 ? 8 : c.m <= 16 ? 16 : c.m <= 32 ? 32 : 64;
+    if (batch == 64 && c.n > 12288) return -1;
     const int64_t rows = v.param_int("rows_per_warp", 16), split = v.param_int("split_k", 1);
     if (v.param_int("batch", 8) != batch || v.param_int("load_words", 4) != 4 || split == 1 ||
         (batch <= 16 && rows != 16)) {

@@ -233,7 +233,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {32, 4096, 14336, 14336, 14336, "cuda_mma", false, 32, 8, 16},
         {17, 4096, 14336, 14336, 14336, "cuda_mma", false, 32, 8, 16},
         {64, 8192, 8192, 8192, 8192, "cuda_mma", false, 64, 4, 16},
-        {64, 14336, 4096, 4096, 4096, "cuda_mma", false, 64, 4, 32},
+        {64, 14336, 4096, 4096, 4096, "cuda_row_blocks", false, 0},  // M = 33..64 at N > 12288: the int8 planes path
         {48, 4096, 14336, 14336, 14336, "cuda_mma", false, 64, 8, 16},
         {64, 4096, 4100, 4100, 4100, "cuda_smallbatch", true, 16},  // K off 64: no b64 k_tail form, the lane tiles
         {16, 1024, 1024, 1024, 1024, "cuda_smallbatch", false, 16},  // below 2^24 weights: untimed on tensor cores

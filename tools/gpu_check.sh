@@ -8,8 +8,8 @@
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
-#   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; about
-#   6 minutes at PENDING_TIMEOUT=90)
+#   [pending] (what was built or changed without a full GPU run: forced tests, memcheck, timed; one
+#   device call)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -90,15 +90,14 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run (one device call).
-      # Issue 29: the side stream of the shifted edge tiles at the default priority (A) and the
-      # greatest (B), alternated twice, each against the aligned neighbour in the same process.
-      for run in A B A B; do
-        env $([ $run = A ] && echo SCHEDX_AB_DEFAULT_PRIORITY=1) timeout 60 build/tools/schedx-explore --op cast_transpose --device cuda \
-          --configs bf16 --db "$out/pending_tuning_$run.jsonl" --variants t128r4w8,t64r4w4p2,t128x64r8w4_cvt \
-          --shapes 12000x6000,12288x6144 > "$out/pending_ragged_$run.md" 2>&1 || rc=1
-        echo "$run"; grep -h "^| *1 |" "$out/pending_ragged_$run.md"
-      done ;;
+    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 3 minutes).
+      # The cast's cols_element tiles forced in one process (their run with the fused-amax form, since
+      # removed, hung), and the w8 untuned dispatch with M = 33..64 at N > 12288 back on the planes path.
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="cols_element|skinny|element_io_amax" timeout 120 build/tests/schedx_cuda_tests \
+        -tc="every CUDA cast_transpose variant*" > "$out/pending_cast_forced.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_cast_forced.log"
+      timeout 60 build/tests/schedx_cuda_w8_tests -tc="untuned*" > "$out/pending_w8_untuned.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w8_untuned.log" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

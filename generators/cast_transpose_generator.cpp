@@ -396,27 +396,11 @@ private:
         scale_inv->gpu_single_thread();
     }
 
-    // H200, bf16 -> e4m3fn, same run as a device copy and torch.compile
-    // (bench/results/compare_torch_2026-12-02_h200_203fc7b.md): 8192^2 t128r16w4 75.6 us
-    // (84% of a 1 GiB copy, 91% of a copy of x; 1.36x torch.compile), t64r8w4 76.0,
-    // t64r4w4 79.9; 4096^2 t64r8w4 23.6 us (1.58x). Fixing the fp8 format per variant and
-    // the one-add subnormal path took t64r4w4 from 122 to 81 us at 8192^2: the kernel was
-    // issue-bound, not DRAM-bound. 8-word loads (w8) kept their staging in local memory
-    // (100-139 us) until f8_words' vectors were cut to two words; since then t64r4w8 ties
-    // t64r8w4 (73.98 / 73.67 us at 8192^2, 21.8 / 22.2 at 4096^2; 16-byte stores, 32 bytes
-    // in flight per row: cast_load_words8_2026-12-04_h200_0a7affc.md). Single 8-byte output
-    // stores (16-byte host alignment) left the times unchanged (75.9 -> 75.6 us): stores are
-    // not the limit. 128 x 64 tiles (t128x64r8w4: 128 threads, 16-byte column stores) tie
-    // them (73.70 / 75.43 us at 8192^2, back to back / dirty L2). Hand-written sm_90 kernels
-    // with the hardware e4m3 conversion Halide cannot emit are 0.1-0.9% faster at the large
-    // shapes and none passes 91.5% of a same-size copy; with this encoder they are 1-2%
-    // slower than these (cast_anchor_2026-12-04_h200_0c5d476.md).
-    // Whole tiles of tile_rows x tile elements, 32-bit word I/O. Every stage of a block runs on the
-    // same TX x TY thread grid (fused stages share one block shape, so a stage using fewer
-    // threads idles the rest at each barrier); each thread moves load_words input words
-    // per row and rows_per_thread rows, so several 16-byte loads are in flight.
-    // Whole tiles only; both outputs have the input's (transposed) extent; word buffers from 0
-    // with rows in whole 16-byte vectors.
+    // Whole tiles of tile_rows x tile elements, 32-bit word I/O: every stage of a block runs on
+    // one TX x TY thread grid (fused stages share a block shape), each thread keeping
+    // rows_per_thread 16-byte loads in flight. H200: t128x64r8w4_cvt 72.2 us at 8192^2, 88% of a
+    // 1 GiB copy (quantize_axis_amax_2026-12-05_h200_f0ba1e9.md); what lost: docs/cast_transpose.md.
+    // Both outputs have the input's (transposed) extent; word buffers from 0, rows in whole 16-byte vectors.
     void constrain_tiled_words() {
         const int T = tile, TM = tile_m();
         const int epw = 32 / schedx::elem_bits(in_type);
@@ -579,30 +563,11 @@ private:
             .unroll(staged.args()[1]);
     }
 
-    // amax inside the tiled kernel: one atomic max per tile, from stages fused with the
-    // cast's blocks (compute_with). Each thread of the cast's TX x TY grid reduces the
-    // word maxima (f8_words' second element) of the words it encoded, each warp meets in one
-    // REDUX, and one thread takes the warps' maxima and issues the tile's RED into the
-    // caller's amax, which the runtime zeroed on the stream (a 4-byte memset) just before the
-    // kernel; the first tile's one thread also writes scale_inv, by an atomic exchange (as a
-    // stage of its own it cost a barrier per block and no measurable time).
-    // The amax's cost is integer-pipe time the software encoder leaves: hand-written CUDA with
-    // this design pays ~1% with the hardware conversion and 6.7-7.6% with this encoder
-    // (cast_anchor_2026-12-04_h200_0c5d476.md).
-    // H200, bf16, explore back to back / dirty L2, best amax variant against the best cast in
-    // the same run (bench/results/cast_amax_redux_2026-12-04_h200_*.md): 76.3 / 77.9 us at
-    // 8192^2 (1.036 / 1.033x), 67.2 / 69.4 at 4096x14336 (1.043 / 1.042x), 75.6 / 77.8 at
-    // 16384x4096 (1.032 / 1.038x), 23.9 / 25.7 at 4096^2 (1.11 / 1.07x). The warps' bands
-    // meeting by Halide's lane gather (shuffles) and one thread folding the T/R band maxima
-    // took 1.045-1.054x; every warp issuing its own atomic, 1.15-1.2x (cast_amax_memset_...).
-    // Before the memset: a per-stream running maximum that a one-thread second kernel took and
-    // reset (1.065-1.076x; 1.16x at 4096^2), one block folding all tile maxima in a second
-    // kernel (1.09-1.17x: that kernel alone took 3.7 us at 8192^2, ncu), and a count of
-    // finished tiles by atomics so that the last tile wrote amax (1.10-1.25x: each block waited
-    // on two dependent round trips to L2). Halide's own atomic max is a compare-and-swap loop:
-    // 143 us at 8192^2. 52-56 registers per thread under the JIT's cap allow 16-18 blocks per
-    // SM (shared memory: 26); capped at 40 it spilled and was slower
-    // (cast_tiles_per_block_fold_2026-12-03_h200_459862b.md).
+    // amax inside the tiled kernel, from stages fused with the cast's blocks: each thread folds
+    // the word maxima it encoded, a REDUX per warp, one RED per tile into the caller's amax
+    // (zeroed by a memset just before the kernel); the first tile writes scale_inv by an atomic
+    // exchange. H200: 1.021-1.031x the cast alone (quantize_axis_amax_2026-12-05_h200_f0ba1e9.md);
+    // what lost: docs/cast_transpose.md.
     void schedule_amax_fused(Func first, const ThreadGrid &g) {
         // Tile indices start at 0.
         tile_sink->dim(0).set_min(0);

@@ -506,44 +506,12 @@ private:
         intm.update().gpu_lanes(u);
     }
 
-    // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp
-    // columns n of y and `batch` rows m. Per step each lane loads load_words W words of
-    // each of its columns in 16-byte accesses (uint32 words) and the matching
-    // 2*load_words x words of each of its rows once, then uses every x value for all its
-    // columns and every weight for all its rows from registers; int8 converts by the
-    // float bit trick (one PRMT and one add per weight). Each lane keeps one sum per
-    // output; five shuffle-and-add halvings combine the lanes. Columns beyond N and rows
-    // beyond M compute clamped copies that are never stored.
-    // H200, N = K = 8192, W launched in an L2 streaming window by the runtime
-    // (bench/results/w8_l2_window_2026-12-03_h200_bfb14d0.md): M = 1 gemv_r2w8_coalesced
-    // 19.3 us (82% of a 1 GiB copy's bandwidth), M = 2 b2_r4w16_coalesced 21.0, M = 4
-    // b4_r4w8_coalesced 30.1, M = 8 b8_r8w4_coalesced 44.5, M = 16 b16_r4w4_coalesced 93.3
-    // (the cuBLAS path 98.6). M = 5 and 6 b6_r8w4_coalesced 36.9 us against 44.2-44.8 for the
-    // best B = 8 tile, which computed 2-3 rows for nothing (w8_b6_2026-12-03_h200_bc61cff.md);
-    // b6_r4w8_coalesced leads at N = 4096 (13.1 against 16.6 us at 6x4096^2). Two changes took M = 8 from 58.5 to
-    // 48.1 us and M = 4 from 37.3 to 32.3 (ncu_w8_2026-12-03_h200_52cbb5e.md): the lanes'
-    // sums met by lane 0 reading all 32 lanes one shuffle at a time, a third of the M = 8
-    // kernel's instructions; and the int8 conversion's shifts and masks kept the integer
-    // pipe 82% busy at M = 1. M = 1 now waits on memory (long-scoreboard stalls); M = 8
-    // issues ~14 instructions per weight (8 FMAs), one per scheduler in 2 of 3 cycles
-    // (ncu), 3 warps per scheduler at 128 registers.
-    // Wider tiles (R columns x B rows per warp) reuse each x load R times and each weight B
-    // times, but need more than the 64 registers Halide's runtime gives a kernel by
-    // default: at 64 they spilled (ncu, b8_r1w8_coalesced: L1/TEX 96% of peak, DRAM 13%),
-    // so variants.json gives them 128 or 255 (jit_max_registers; b8_r4w2 138 -> 61 us,
-    // w8_jit_registers_*_9ac1143.md). Two caps sit between those, from runs with
-    // SCHEDX_JIT_MAX_REGISTERS (explore_w8_caps_2026-12-03_h200_5882e1a.md): b8_r8w4_coalesced
-    // at 192 (M = 8 45.1 us; 48.6 at 255, 54.8 at 168 where it spills) and b4_r4w8_coalesced
-    // at 96 (M = 4 31.2 us, 5 blocks per SM instead of 3; 36.6 at 255). With a 2-wide
-    // float vector per lane (the first version) every step paid packing moves (M = 1
-    // 29.3 us, M = 8 898 us). Tried and removed: 32/C lanes per column and C columns per
-    // warp, sums meeting in shared memory, to share each x load among C lanes (M = 8:
-    // 128 us); int-to-float conversion of W (M = 4 47.3 us); more warps per block or 16
-    // words on the plain layout (slower).
-    // With 8 or 16 words a lane's run is 32 or 64 bytes and each warp-wide 16-byte load
-    // reads only half or a quarter of every sector it touches; `coalesced` lays a lane's
-    // vectors 512 bytes apart instead, so every warp-wide load reads 512 contiguous bytes
-    // (M = 1 2-3% faster, M = 4 8%, M = 8 6%; fewer registers).
+    // cuda_gemv (batch = 1) and cuda_smallbatch (batch = B): a warp owns rows_per_warp columns n
+    // of y and `batch` rows m; each lane loads load_words W words per column in 16-byte accesses
+    // and the matching x words once, keeps one sum per output in registers (int8 to float by one
+    // PRMT and one add), and the lanes meet in five shuffle halvings. H200, N = K = 8192: M = 1
+    // gemv_r2w8_coalesced 19.3 us, 82% of a copy (w8_l2_window_2026-12-03_h200_bfb14d0.md); the
+    // register caps, tile widths and what lost: docs/w8_linear.md.
     void schedule_cuda_warp_rows() {
         const int R = rows_per_warp, B = batch, WB = warps;
         if (!element_io) constrain_words();

@@ -182,23 +182,13 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     return is_cublas_path(v) && (!large || c.m <= 16);
 }
 
-// The split-K tensor-core kernel untuned dispatch puts first for M = 3..16 (any dtype): 16 rows
-// of W by 8 or 16 rows of x per warp, split_k warps along K so that N / 16 * split_k is near
-// 4096 warps. H200, dirty L2, against the best other path: N = K = 8192, M = 4 26.0 against
-// 32.4 us, M = 8 26.2 against 39.2, M = 16 27.4 against 40.4 (M = 1 GEMV 23.4); M = 16,
-// (N, K) = (14336, 4096) 25.2 against 36.2, (4096, 14336) 26.0 against 37.4; back to back, N = K = 4096,
-// M = 4 8.1 against 11.3, M = 16 9.1 against 25.4 (w8_mma_2026-12-05_h200_b46a0f6.md). M = 2
-// stays on b2_r4w16_coalesced (24.8 against 26.1 us); below N * K = 2^24 it is untimed.
-// Rank 0 for that split, then the other splits by distance from it (K off the preferred
-// one's step: split 8 at N = K = 4096, M = 4, 9.9 us against 11.3 for the lane tile); -1
-// where none applies.
-// M = 17..64 run b32 and b64, whose warps re-read x from L2 once per rows_per_warp rows of W:
-// the best form keeps N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp where
-// that ties (H100, dirty L2: M = 32, N = K = 8192 b32_r32w4_splitk8 36.4 us against
-// b32_r16w4_splitk4 40.5 and cuBLAS int8 planes 55.8; M = 64 b64_r16w4_splitk4 55.0 against
-// 71.1; w8_mma_m32_m64_2026-12-05_h100_cfddfb9.md). At M = 33..64 and N > 12288 the planes
-// path stays first: H200, M = 64, (14336, 4096) 47.5 us against b64_r32w4_splitk4's 54.4
-// (w8_mma_m17_m64_2026-12-05_h200_0c56cfd.md; the H100 had them even, 54.8 against 54.4).
+// Untuned rank of a split-K tensor-core form, 0 first, -1 where none applies (measurements in
+// docs/w8_linear.md). M = 3..16: b8 / b16, 16 rows of W per warp, the split that keeps N / 16 *
+// split_k near 4096 warps (H200, N = K = 8192, M = 16: 27.4 against 40.4 us for the best other
+// path, w8_mma_splitk_2026-12-05_h200_b46a0f6.md). M = 17..64: b32 / b64, N / rows_per_warp *
+// split_k nearest 2048 warps, 32 rows per warp on a tie (M = 32: 33.4 against the planes path's
+// 49.7 us, w8_mma_m17_m64_2026-12-05_h200_0c56cfd.md), except M = 33..64 at N > 12288, where
+// the planes path stays first (47.5 against 54.4 us there).
 int mma_rank(const Variant &v, const W8LinearCall &c) {
     if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 64 || c.n * c.k < (int64_t(1) << 24)) return -1;
     const int64_t batch = c.m <= 8 ? 8 : c.m <= 16 ? 16 : c.m <= 32 ? 32 : 64;
@@ -212,11 +202,8 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
         const double octaves = std::abs(std::log2(double(c.n / rows * split) / 2048.0));
         return std::min(3, int(std::lround(2 * octaves)) + (rows == 16 ? 1 : 0));
     }
-    // The bias, fp16 and k_tail forms win as the bf16 ones do: M = 4 / 8 / 16 at N = K = 8192,
-    // bias 25.5 / 26.2 / 27.5 us against 33.8 / 50.0 / 108.4 for the lane tiles, fp16 x 46.4
-    // / 46.5 / 48.4 against 68.2 / 128.0 / 251.0; K = 4544 M = 4 9.6 us against 12.2, M = 16
-    // 11.0 against 20.3 (quantize_tiles_2026-12-05_h200_7943873.md). A k_tail form ranks one
-    // below the whole-step form of its split, which it ties with for K on the step.
+    // The bias, fp16 and k_tail forms rank as their bf16 twins (bias, M = 16: 27.5 against 108.4 us
+    // for the lane tiles, quantize_tiles_2026-12-05_h200_7943873.md), a k_tail form one below its split's.
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(split)));
     return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0);

@@ -148,13 +148,14 @@ schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m
  *   own error); a row of x holding inf or NaN gives NaN in all its outputs;
  * - the dequantize path (M >= 2): Halide converts W into the workspace and cuBLAS runs a
  *   bf16/fp16 GEMM.
- * With bf16 x, bf16 scales and no bias, M = 3..16 with N * K >= 2^24 and K a multiple of
- * 1024 (512 past N = 6144, 256 past 12288) runs split-K tensor-core kernels (mma.sync, fp32
- * sums, on sm_80 and later).
+ * Split-K tensor-core kernels (mma.sync, fp32 sums, sm_80 and later) take N * K >= 2^24 with K
+ * in whole steps of 64 x split_k elements (64 for their k_tail forms): M = 3..16 with bf16 x
+ * (with or without bias) or fp16 x without bias, and M = 17..64 with bf16 x and scales, no bias.
  * The tuning database picks among them per shape. Without a record (rules from H200
- * measurements): the split-K tensor-core kernels where they run; M = 7..128 past 2^27
- * multiply-adds and N a multiple of 16 take the planes path; otherwise the small-batch
- * kernels up to M = 16, then the dequantize path past 2^24 multiply-adds.
+ * measurements): the split-K tensor-core kernels where they run (but not M = 33..64 past
+ * N = 12288); M = 7..128 past 2^27 multiply-adds and N a multiple of 16 take the planes
+ * path; otherwise the small-batch kernels up to M = 16, then the dequantize path past 2^24
+ * multiply-adds.
  * Every other call runs the general variant. */
 schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const int8_t *w,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,

@@ -55,6 +55,9 @@ public:
         word_io = sched.value() == "cuda_tiled" && io.value() == "word";
         cols_bytes = word_io && cols_io.value() == "element";
         if (cols_io.value() != "word" && !cols_bytes) throw std::invalid_argument("cols_io=element takes cuda_tiled io=word");
+        // Its cols stage widens the block to 32 lanes in x, so the amax stages run on 8 of each
+        // warp's lanes, outside their full-mask REDUX (the kernel stopped on the GPU).
+        if (cols_bytes && with_amax) throw std::invalid_argument("cols_io=element takes no fused amax");
         if (sched.value() == "cuda_tiled" && io.value() != "word") {
             if (io.value() != "element") throw std::invalid_argument("unknown io " + io.value());
             if (encoder.value() != "integer") throw std::invalid_argument("io=element encodes with the integer encoder");

@@ -105,3 +105,32 @@ TEST_CASE("CUDA kernels' PTX holds no flush-to-zero instruction") {
     }
     CHECK(checked >= 200);
 }
+
+// redux.sync with a full member mask needs all 32 lanes of the warp to execute it. A kernel
+// whose stages run on fewer threads than the block (a stage guarded by tid.x < 8 in a block
+// 32 wide) would leave lanes out: cols_io=element with the fused amax did, and its forced
+// test stopped on the GPU. So a kernel holding one compares no thread index with a constant.
+TEST_CASE("CUDA kernels with a warp-wide reduction guard no lanes out of it") {
+    const std::regex tid_reg(R"(mov\.u32\s+(%r\d+),\s*%tid\.[xyz];)");
+    int checked = 0;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.device != schedx::Device::cuda) continue;
+        const std::string text = test::stmt_text(v);
+        size_t at = text.find(".entry");
+        while (at != std::string::npos) {
+            const size_t next = text.find(".entry", at + 1);
+            const std::string kernel = text.substr(at, next == std::string::npos ? std::string::npos : next - at);
+            at = next;
+            if (kernel.find("redux.sync") == std::string::npos) continue;
+            CAPTURE(v.name);
+            for (auto m = std::sregex_iterator(kernel.begin(), kernel.end(), tid_reg); m != std::sregex_iterator(); ++m) {
+                const std::string reg = (*m)[1].str();
+                CAPTURE(reg);
+                const std::regex guard(R"(setp\.\w+\.[us]32\s+%p\d+,\s*)" + reg + R"(,\s*\d+;)");
+                CHECK(!std::regex_search(kernel, guard));
+            }
+            checked++;
+        }
+    }
+    CHECK(checked >= 30);
+}

@@ -207,8 +207,8 @@ schedx_status choose_cast_variant(const CheckedCast &cc, const Variant **v) {
 // the maximum of their tiles' maxima in the caller's amax, zeroed on the stream first (once:
 // every region adds its own), and write one word per tile into the stream's workspace (each
 // region its own words, as the regions may run at once). The shifted regions (a tile wide,
-// a wave of blocks or less each) run on a side stream beside the whole tiles, launched
-// first. The workspace lock, held for the call, keeps another thread's call on this stream
+// a wave of blocks or less each) run on side streams beside the whole tiles, one each,
+// launched first. The workspace lock, held for the call, keeps another thread's call on this stream
 // from reallocating the workspace or taking the side stream.
 schedx_status launch_regions(const CheckedCast &cc, const Variant &v, const std::vector<TileRegion> &regions,
                              const TileShape &t, void *stream) {
@@ -243,12 +243,13 @@ schedx_status launch_regions(const CheckedCast &cc, const Variant &v, const std:
         }
         return SCHEDX_OK;
     }
-    void *side_stream = nullptr;
-    if ((s = cuda_fork_side_stream(ctx, stream, &side_stream))) return s;
+    const int shifted = int(regions.size()) - 1;  // 1..3, a side stream each
+    void *sides[kMaxSideStreams] = {};
+    if ((s = cuda_fork_side_streams(ctx, stream, shifted, sides))) return s;
     s = SCHEDX_OK;
-    for (size_t i = 1; i < regions.size() && !s; i++) s = launch(i, side_stream);
+    for (int i = 1; i <= shifted && !s; i++) s = launch(size_t(i), sides[i - 1]);
     if (!s) s = launch(0, stream);
-    const schedx_status joined = cuda_join_side_stream(ctx, stream);  // also after a failed launch
+    const schedx_status joined = cuda_join_side_streams(ctx, stream, shifted);  // also after a failed launch
     return s ? s : joined;
 }
 

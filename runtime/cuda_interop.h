@@ -125,13 +125,15 @@ schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **p
 // zeroed word by atomics.
 schedx_status cuda_fill_words(void *context, void *stream, void *ptr, size_t words = 1, uint32_t value = 0);
 
-// A second stream of the (context, stream) pair, created once and kept: fork orders it after
-// everything enqueued on `stream` so far, join orders `stream` after everything enqueued on
-// it since (events, so a CUDA graph capture of `stream` takes in the side stream's work).
-// Held under lock_stream_workspace from fork to join: its events are shared by the pair.
-// The ragged cast runs its shifted tile regions there, beside the whole tiles.
-schedx_status cuda_fork_side_stream(void *context, void *stream, void **side);
-schedx_status cuda_join_side_stream(void *context, void *stream);
+// Up to kMaxSideStreams more streams of the (context, stream) pair, created once and kept:
+// fork orders the first `count` after everything enqueued on `stream` so far, join orders
+// `stream` after everything enqueued on them since (events, so a CUDA graph capture of
+// `stream` takes in their work). Held under lock_stream_workspace from fork to join: their
+// events are shared by the pair. The ragged cast runs its shifted tile regions there, one
+// stream each, beside the whole tiles.
+constexpr int kMaxSideStreams = 3;
+schedx_status cuda_fork_side_streams(void *context, void *stream, int count, void **sides);
+schedx_status cuda_join_side_streams(void *context, void *stream, int count);
 
 // The device's name and the driver version, for the tuning database; "" without CUDA.
 std::string cuda_device_name(int ordinal = 0);

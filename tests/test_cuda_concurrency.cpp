@@ -173,53 +173,58 @@ TEST_CASE("8 threads on 8 CUDA streams calling both operators match the serial r
 // in the graph), and so must a call made on that stream outside the graph before any replay.
 // Two fused-amax variants (forced).
 TEST_CASE("a first call on a stream under CUDA graph capture") {
-    const int64_t m = 256, k = 256;
-    std::vector<uint16_t> x(size_t(m * k), 0x3F80);  // bf16 1.0
-    x[size_t(m * k / 2 + 7)] = 0xC040;               // bf16 -3.0: amax 3
-    std::vector<uint16_t> x5 = x;
-    x5[size_t(m * k / 3)] = 0x40A0;  // bf16 5.0: amax 5
-    const float one = 1.0f;
-    DeviceBuffer dx(x.size() * 2, x.data()), dx5(x5.size() * 2, x5.data()), scale(4, &one), rows(size_t(m * k)),
-        cols(size_t(m * k)), stats(8);
-    for (const char *variant :
-         {"cast_transpose_bf16_e4m3_t64r8w4_amax", "cast_transpose_bf16_e4m3_t64r4w8_amax"}) {
-        CAPTURE(variant);
-        REQUIRE(schedx_force_variant("cast_transpose", variant) == SCHEDX_OK);
-        auto call = [&](const DeviceBuffer &in, cudaStream_t s) {
-            return schedx_cast_transpose_fp8(in.ptr, m, k, k, SCHEDX_BF16, scale.as<float>(), SCHEDX_E4M3FN,
-                                             rows.as<uint8_t>(), k, cols.as<uint8_t>(), m, stats.as<float>(),
-                                             stats.as<float>() + 1, SCHEDX_DEVICE_CUDA, s);
-        };
-        auto stats_now = [&](cudaStream_t s) {
-            REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
-            std::pair<float, float> got;
-            REQUIRE(cudaMemcpy(&got.first, stats.ptr, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-            REQUIRE(cudaMemcpy(&got.second, stats.as<float>() + 1, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
-            // 3.4e38 until the next call writes: the atomic max would keep it if amax were not zeroed.
+    // 272 x 208: whole tiles and three shifted regions, each on a side stream of its own.
+    for (const std::pair<int64_t, int64_t> shape : {std::pair<int64_t, int64_t>{256, 256}, {272, 208}}) {
+        const int64_t m = shape.first, k = shape.second;
+        CAPTURE(m);
+        CAPTURE(k);
+        std::vector<uint16_t> x(size_t(m * k), 0x3F80);  // bf16 1.0
+        x[size_t(m * k / 2 + 7)] = 0xC040;               // bf16 -3.0: amax 3
+        std::vector<uint16_t> x5 = x;
+        x5[size_t(m * k / 3)] = 0x40A0;  // bf16 5.0: amax 5
+        const float one = 1.0f;
+        DeviceBuffer dx(x.size() * 2, x.data()), dx5(x5.size() * 2, x5.data()), scale(4, &one), rows(size_t(m * k)),
+            cols(size_t(m * k)), stats(8);
+        for (const char *variant :
+             {"cast_transpose_bf16_e4m3_t64r8w4_amax", "cast_transpose_bf16_e4m3_t64r4w8_amax"}) {
+            CAPTURE(variant);
+            REQUIRE(schedx_force_variant("cast_transpose", variant) == SCHEDX_OK);
+            auto call = [&](const DeviceBuffer &in, cudaStream_t s) {
+                return schedx_cast_transpose_fp8(in.ptr, m, k, k, SCHEDX_BF16, scale.as<float>(), SCHEDX_E4M3FN,
+                                                 rows.as<uint8_t>(), k, cols.as<uint8_t>(), m, stats.as<float>(),
+                                                 stats.as<float>() + 1, SCHEDX_DEVICE_CUDA, s);
+            };
+            auto stats_now = [&](cudaStream_t s) {
+                REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+                std::pair<float, float> got;
+                REQUIRE(cudaMemcpy(&got.first, stats.ptr, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+                REQUIRE(cudaMemcpy(&got.second, stats.as<float>() + 1, 4, cudaMemcpyDeviceToHost) == cudaSuccess);
+                // 3.4e38 until the next call writes: the atomic max would keep it if amax were not zeroed.
+                REQUIRE(cudaMemset(stats.ptr, 0x7F, 8) == cudaSuccess);
+                return got;
+            };
+            cudaStream_t s = nullptr;
+            REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
             REQUIRE(cudaMemset(stats.ptr, 0x7F, 8) == cudaSuccess);
-            return got;
-        };
-        cudaStream_t s = nullptr;
-        REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
-        REQUIRE(cudaMemset(stats.ptr, 0x7F, 8) == cudaSuccess);
-        REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
-        const schedx_status st = call(dx, s);
-        cudaGraph_t graph = nullptr;
-        REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
-        CHECK_MESSAGE(st == SCHEDX_OK, schedx_last_error());
-        cudaGraphExec_t exec = nullptr;
-        REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
-        REQUIRE(call(dx5, s) == SCHEDX_OK);
-        CHECK(stats_now(s) == std::make_pair(5.0f, 1.0f));
-        for (int replay = 0; replay < 2; replay++) {
-            REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
-            CHECK(stats_now(s) == std::make_pair(3.0f, 1.0f));
+            REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+            const schedx_status st = call(dx, s);
+            cudaGraph_t graph = nullptr;
+            REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+            CHECK_MESSAGE(st == SCHEDX_OK, schedx_last_error());
+            cudaGraphExec_t exec = nullptr;
+            REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+            REQUIRE(call(dx5, s) == SCHEDX_OK);
+            CHECK(stats_now(s) == std::make_pair(5.0f, 1.0f));
+            for (int replay = 0; replay < 2; replay++) {
+                REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+                CHECK(stats_now(s) == std::make_pair(3.0f, 1.0f));
+            }
+            REQUIRE(call(dx5, s) == SCHEDX_OK);
+            CHECK(stats_now(s) == std::make_pair(5.0f, 1.0f));
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+            cudaStreamDestroy(s);
         }
-        REQUIRE(call(dx5, s) == SCHEDX_OK);
-        CHECK(stats_now(s) == std::make_pair(5.0f, 1.0f));
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        cudaStreamDestroy(s);
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
 }

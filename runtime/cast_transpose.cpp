@@ -89,10 +89,14 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
 // against 19.2, 48 x 8192 11.3 against 27.5; 7 x 16384 6.4 against 11.1 (ragged_2026-12-05_h200_b46a0f6.md).
 constexpr int64_t kSkinnyShortMUntuned = 16;
 
+// An amax call takes a tile with the fused amax before one that needs the abs_max pass, which
+// reads x again: H200, 4097x4096 31.6 us (element_io_amax) against 44.0 (cols_element_cvt and
+// the pass) (ragged_side_streams_2026-12-05_h200_b3f28bb.md).
 int untuned_rank(const Variant &v, const CastTransposeCall &c) {
-    if (v.device != Device::cuda || v.param("schedule") == "cuda_tiled") return 0;
-    if (v.param("schedule") != "cuda_skinny") return 2;
-    return v.param("long_dim", "k") == "k" && c.m > kSkinnyShortMUntuned ? 3 : 1;
+    if (v.device != Device::cuda) return 0;
+    if (v.param("schedule") == "cuda_tiled") return (c.amax || c.scale_inv) && v.param("with_amax") != "true" ? 1 : 0;
+    if (v.param("schedule") != "cuda_skinny") return 3;
+    return v.param("long_dim", "k") == "k" && c.m > kSkinnyShortMUntuned ? 4 : 2;
 }
 
 namespace {

@@ -237,8 +237,9 @@ namespace {
 std::string path_of_last() {
     const std::string schedule = test::schedule_of_last("cast_transpose");
     if (schedule != "cuda_tiled") return schedule;
-    const std::string io = test::params_of_last("cast_transpose")["io"];
-    return io.empty() ? "word" : io;
+    auto params = test::params_of_last("cast_transpose");
+    if (params["cols_io"] == "element") return "cols_element";
+    return params["io"].empty() ? "word" : params["io"];
 }
 
 }  // namespace
@@ -255,10 +256,12 @@ TEST_CASE("dispatch picks word tiles for 16-byte rows, element tiles for other r
         CAPTURE(c.m);
         CAPTURE(c.k);
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
-        CHECK(path_of_last() == "element");
-        c.amax = true;  // the abs_max pass after the element tiles
+        // A ragged M with 16-byte rows: the word tile storing cols by bytes, which has the hardware conversion only.
+        CHECK(path_of_last() == (c.m == ragged.m && test::device_sm() >= 89 ? "cols_element" : "element"));
+        c.amax = true;  // the element tiles' fused amax, ahead of any tile that needs the abs_max pass
         CHECK(check_cast_transpose(c, all_patterns, run_on_cuda) == "");
         CHECK(path_of_last() == "element");
+        CHECK(test::params_of_last("cast_transpose")["with_amax"] == "true");
     }
     CastTransposeCase one_row{1, 8192, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
     CastTransposeCase one_col{8192, 1, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};

@@ -132,6 +132,40 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
     }
 }
 
+TEST_CASE("untuned CUDA dispatch of an amax call: a tile with the fused amax ahead of any tile that needs the abs_max pass") {
+    std::vector<const schedx::Variant *> candidates;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
+            v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" && v.param("autoscheduler").empty()) {
+            candidates.push_back(&v);
+        }
+    }
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced
+    float *const amax = reinterpret_cast<float *>(base << 12);
+    struct Shape {
+        int64_t m, k;
+        const char *io;
+    };
+    // 4097 x 4096 would take the cols_element word tile without amax (the test above).
+    const Shape shapes[] = {{4096, 4096, "word"}, {12000, 6000, "word"}, {4097, 4096, "element"}, {2999, 4001, "element"}};
+    for (int64_t n = 0; n < int64_t(sizeof shapes / sizeof shapes[0]); n++) {
+        const Shape &t = shapes[n];
+        CAPTURE(t.m);
+        CAPTURE(t.k);
+        const schedx::CastTransposeCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.k, 2, nullptr, 0,
+                                          reinterpret_cast<uint8_t *>(base << 4), reinterpret_cast<uint8_t *>(base << 8),
+                                          t.k, t.m, amax, nullptr};
+        const schedx::RunKey key{31, n, 0};
+        const auto ranked = schedx::runnable_variants(candidates, key, 90, [&](const schedx::Variant &v) { return schedx::can_run(v, c); },
+                                                      [&](const schedx::Variant &v) { return schedx::untuned_rank(v, c); });
+        REQUIRE(!ranked->empty());
+        const schedx::Variant &chosen = *ranked->front();
+        CAPTURE(chosen.name);
+        CHECK(chosen.param("with_amax") == "true");
+        CHECK(std::string(chosen.param("io", "word")) == t.io);
+    }
+}
+
 TEST_CASE("CPU variants on ragged shapes: primes, single rows and columns, 2-byte aligned rows, amax at the edge") {
     struct Shape {
         int64_t m, k, ldx, ld_rows, ld_cols;

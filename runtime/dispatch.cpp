@@ -68,12 +68,7 @@ namespace {
 
 schedx_status choose_uncached(const Workload &w, const std::vector<const Variant *> &candidates,
                               const std::vector<const Variant *> &runnable, const Variant **chosen, std::string *reason) {
-    std::string forced_name;
-    {
-        std::lock_guard<std::mutex> lock(forced_mutex);
-        auto it = forced.find(w.op);
-        if (it != forced.end()) forced_name = it->second;
-    }
+    const std::string forced_name = forced_variant(w.op);
     *chosen = nullptr;
     if (!forced_name.empty()) {
         for (const Variant *v : runnable) {
@@ -142,6 +137,14 @@ const DispatchTrace *last_dispatch(const std::string &op) {
     return it == last_choice.end() ? nullptr : &it->second;
 }
 
+}  // namespace schedx
+
+namespace schedx {
+std::string forced_variant(const std::string &op) {
+    std::lock_guard<std::mutex> lock(forced_mutex);
+    auto it = forced.find(op);
+    return it == forced.end() ? std::string() : it->second;
+}
 }  // namespace schedx
 
 extern "C" schedx_status schedx_force_variant(const char *op, const char *variant) {

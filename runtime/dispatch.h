@@ -56,4 +56,7 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
 schedx_status choose_variant(const Workload &w, const std::vector<const Variant *> &candidates,
                              const RunnableList &runnable, const Variant **chosen);
 
+// The variant schedx_force_variant set for `op`, or "" if none.
+std::string forced_variant(const std::string &op);
+
 }  // namespace schedx

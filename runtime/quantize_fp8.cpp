@@ -66,14 +66,28 @@ void bind(PipelineCall &call, const QuantizeCall &c) {
 
 namespace {
 
+bool aligned(const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
+
+// vector_io: x in 8-byte loads, the codes in 4-byte stores; codes_in_shared: x in 16-byte
+// loads, the codes in 8-byte stores (generators/quantize_fp8_generator.cpp).
+bool vectors_fit(const Variant &v, const QuantizeCall &c) {
+    if (v.param("vector_io") != "true") return true;
+    const int64_t x_elems = v.param("codes_in_shared") == "true" ? 8 : 4, codes = x_elems;
+    const auto fits = [&](const void *p, int64_t ld, int64_t n) { return !p || (aligned(p, uintptr_t(n)) && ld % n == 0); };
+    return aligned(c.x, uintptr_t(2 * x_elems)) && c.ldx % x_elems == 0 && fits(c.rows, c.ld_rows, codes) &&
+           fits(c.cols, c.ld_cols, codes);
+}
+
 // The second pass of a tiled axiswise call: the first quantize_fp8_axis_codes variant of the
-// dtype and format that the device (compute capability `sm`) runs; null if none.
-const Variant *axis_codes_variant(const std::string &in_type, schedx_fp8_format format, int sm) {
-    const std::string fp8 = format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
+// dtype and format that the device (compute capability `sm`) runs and whose vectors fit the
+// call, or the one schedx_force_variant names for that op; null if none.
+const Variant *axis_codes_variant(const std::string &in_type, const QuantizeCall &c, int sm) {
+    const std::string fp8 = c.opt.format == SCHEDX_E5M2 ? "e5m2" : "e4m3";
     const auto &codes = candidates("quantize_fp8_axis_codes", Device::cuda, in_type + ":" + fp8,
                                    [&](const Variant &v) { return v.param("in_type") == in_type && v.param("fp8") == fp8; });
+    const std::string forced = forced_variant("quantize_fp8_axis_codes");
     for (const Variant *v : codes) {
-        if (v->min_sm <= sm) return v;
+        if (v->min_sm <= sm && vectors_fit(*v, c) && (forced.empty() || v->name == forced)) return v;
     }
     return nullptr;
 }
@@ -83,16 +97,11 @@ const Variant *axis_codes_variant(const std::string &in_type, schedx_fp8_format 
 // needs a second that the device runs.
 bool can_run(const Variant &v, const QuantizeCall &c, int sm) {
     if (v.param("schedule") != "cuda_tiled") return true;
-    if (v.param("axis_pass") == "maxima" && !axis_codes_variant(std::string(v.param("in_type")), c.opt.format, sm)) {
+    if (v.param("axis_pass") == "maxima" && !axis_codes_variant(std::string(v.param("in_type")), c, sm)) {
         return false;
     }
     const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
-    // vector_io: x in 8-byte loads, the codes in 4-byte stores (generators/quantize_fp8_generator.cpp).
-    const auto aligned = [](const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; };
-    const bool vectors_fit = v.param("vector_io") != "true" ||
-                             (aligned(c.x, 8) && c.ldx % 4 == 0 && (!c.rows || (aligned(c.rows, 4) && c.ld_rows % 4 == 0)) &&
-                              (!c.cols || (aligned(c.cols, 4) && c.ld_cols % 4 == 0)));
-    return c.m % whole == 0 && c.k % whole == 0 && vectors_fit;
+    return c.m % whole == 0 && c.k % whole == 0 && vectors_fit(v, c);
 }
 
 // Axiswise in two passes (variants with axis_pass first): the first writes rows, its scales
@@ -134,7 +143,7 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
 // zeroed first, held for both passes); the second (axis_codes_variant) writes rows, cols and
 // both scale arrays from them.
 schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const char *in_type, void *stream, void *ctx) {
-    const Variant *second = axis_codes_variant(in_type, c.opt.format, cuda_context_sm(ctx));
+    const Variant *second = axis_codes_variant(in_type, c, cuda_context_sm(ctx));
     if (!second) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no quantize_fp8_axis_codes variant for ") + in_type);
     // The sinks the atomics are stored to: [K/128][M] and [M/128][K] bytes (whole tiles).
     const size_t maxima = size_t(c.m) + size_t(c.k), row_sink = size_t(c.k / 128) * size_t(c.m);

@@ -62,44 +62,58 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
         const bool runs_here = !hardware_encoder || test::device_sm() >= 89;
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("quantize_fp8", info.name) == SCHEDX_OK);
-        struct Shape {
-            int64_t m, k, ldx, ld_rows, ld_cols;
-        };
-        // Tiled block2d takes multiples of 512 (its scale arrays then have no padding).
-        std::vector<Shape> shapes{{256, 384, 0, 0, 0}, {384, 256, 400, 416, 400}};
-        if (tiled && r == SCHEDX_RECIPE_BLOCK_128X128) shapes = {{512, 1024, 0, 0, 0}, {1024, 512, 528, 520, 1040}};
-        if (!tiled) shapes.insert(shapes.end(), {{130, 257, 0, 0, 0}, {33, 65, 70, 71, 35}, {1, 1, 0, 0, 0}});
-        if (test::quick_run()) shapes.resize(tiled ? 1 : 3);
-        std::vector<schedx_fp8_format> formats{SCHEDX_E4M3FN, SCHEDX_E5M2};
-        if (p.count("fp8")) formats = {p["fp8"] == "e5m2" ? SCHEDX_E5M2 : SCHEDX_E4M3FN};
-        for (const Shape &s : shapes) {
-            for (schedx_fp8_format f : formats) {
-                for (int mode = 0; mode < 2; mode++) {
-                    QuantizeCase c{s.m, s.k, s.ldx, s.ld_rows, s.ld_cols};
-                    c.dtype = dt;
-                    c.rows = outputs != "cols";
-                    c.cols = outputs != "rows";
-                    // mode 0: TE's default (pow2) / MX FLOOR; mode 1: exact scales with an
-                    // epsilon / MX RCEIL.
-                    c.opt = {r, f, mode == 0, mode == 0 ? 0.0f : 0x1p-20f, mode == 0 ? SCHEDX_MX_FLOOR : SCHEDX_MX_RCEIL};
-                    CAPTURE(s.m);
-                    CAPTURE(s.k);
-                    CAPTURE(int(f));
-                    CAPTURE(mode);
-                    std::vector<QuantizeInput> kinds{QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks};
-                    if (r == SCHEDX_RECIPE_AXISWISE) kinds.push_back(QuantizeInput::axis_lines);
-                    if (hardware_encoder) kinds.push_back(QuantizeInput::all_patterns);
-                    for (QuantizeInput kind : kinds) {
-                        CAPTURE(int(kind));
-                        const std::string result = check_quantize(
-                            c, [&](int64_t i, int64_t j) { return test::quantize_input_bits(dt, kind, i, j); }, quantize_on_cuda);
-                        if (!runs_here) {
-                            // Below sm_89 the cvt instructions do not exist: dispatch refuses the forced variant.
-                            CHECK(result.rfind("status " + std::to_string(SCHEDX_ERR_VARIANT_CANNOT_RUN), 0) == 0);
-                            continue;
+        // The tiled axiswise first pass: each second pass of its dtype in turn.
+        std::vector<std::string> second_passes{""};
+        if (p["axis_pass"] == "maxima") {
+            second_passes.clear();
+            for (const schedx_variant_info &codes : test::variant_infos("quantize_fp8_axis_codes", "cuda")) {
+                if (params_of(codes)["in_type"] == p["in_type"]) second_passes.push_back(codes.name);
+            }
+            REQUIRE(!second_passes.empty());
+        }
+        for (const std::string &second : second_passes) {
+            CAPTURE(second);
+            REQUIRE(schedx_force_variant("quantize_fp8_axis_codes", second.empty() ? nullptr : second.c_str()) == SCHEDX_OK);
+            struct Shape {
+                int64_t m, k, ldx, ld_rows, ld_cols;
+            };
+            // Tiled block2d takes multiples of 512 (its scale arrays then have no padding).
+            std::vector<Shape> shapes{{256, 384, 0, 0, 0}, {384, 256, 400, 416, 400}};
+            if (tiled && r == SCHEDX_RECIPE_BLOCK_128X128) shapes = {{512, 1024, 0, 0, 0}, {1024, 512, 528, 520, 1040}};
+            if (!tiled) shapes.insert(shapes.end(), {{130, 257, 0, 0, 0}, {33, 65, 70, 71, 35}, {1, 1, 0, 0, 0}});
+            if (test::quick_run()) shapes.resize(tiled ? 1 : 3);
+            std::vector<schedx_fp8_format> formats{SCHEDX_E4M3FN, SCHEDX_E5M2};
+            if (p.count("fp8")) formats = {p["fp8"] == "e5m2" ? SCHEDX_E5M2 : SCHEDX_E4M3FN};
+            if (!second.empty()) formats = {second.find("_e5m2_") != std::string::npos ? SCHEDX_E5M2 : SCHEDX_E4M3FN};
+            for (const Shape &s : shapes) {
+                for (schedx_fp8_format f : formats) {
+                    for (int mode = 0; mode < 2; mode++) {
+                        QuantizeCase c{s.m, s.k, s.ldx, s.ld_rows, s.ld_cols};
+                        c.dtype = dt;
+                        c.rows = outputs != "cols";
+                        c.cols = outputs != "rows";
+                        // mode 0: TE's default (pow2) / MX FLOOR; mode 1: exact scales with an
+                        // epsilon / MX RCEIL.
+                        c.opt = {r, f, mode == 0, mode == 0 ? 0.0f : 0x1p-20f, mode == 0 ? SCHEDX_MX_FLOOR : SCHEDX_MX_RCEIL};
+                        CAPTURE(s.m);
+                        CAPTURE(s.k);
+                        CAPTURE(int(f));
+                        CAPTURE(mode);
+                        std::vector<QuantizeInput> kinds{QuantizeInput::mixed, QuantizeInput::specials, QuantizeInput::tiny_blocks};
+                        if (r == SCHEDX_RECIPE_AXISWISE) kinds.push_back(QuantizeInput::axis_lines);
+                        if (hardware_encoder) kinds.push_back(QuantizeInput::all_patterns);
+                        for (QuantizeInput kind : kinds) {
+                            CAPTURE(int(kind));
+                            const std::string result = check_quantize(
+                                c, [&](int64_t i, int64_t j) { return test::quantize_input_bits(dt, kind, i, j); }, quantize_on_cuda);
+                            if (!runs_here) {
+                                // Below sm_89 the cvt instructions do not exist: dispatch refuses the forced variant.
+                                CHECK(result.rfind("status " + std::to_string(SCHEDX_ERR_VARIANT_CANNOT_RUN), 0) == 0);
+                                continue;
+                            }
+                            CHECK(result == "");
+                            CHECK(schedx_last_variant("quantize_fp8") == std::string(info.name));
                         }
-                        CHECK(result == "");
-                        CHECK(schedx_last_variant("quantize_fp8") == std::string(info.name));
                     }
                 }
             }
@@ -108,6 +122,7 @@ TEST_CASE("every CUDA quantize_fp8 variant equals the reference bit for bit") {
     }
     CHECK(checked > 0);
     schedx_force_variant("quantize_fp8", nullptr);
+    schedx_force_variant("quantize_fp8_axis_codes", nullptr);
 }
 
 TEST_CASE("dispatch takes a tiled variant for whole tiles and the general one for ragged shapes") {

@@ -51,7 +51,7 @@ void throw_if_failed(schedx_status s) {
 
 struct Options {
     std::string op = "all", device = "auto", db, csv, svg;
-    std::vector<std::string> shapes, variants, configs;
+    std::vector<std::string> shapes, variants, configs, force_op;
     int repeats = 11;
     bool list = false, all = false, dirty_cache = false, copy_per_shape = false, ragged = false;
 };
@@ -221,6 +221,11 @@ int run(const Options &o) {
         });
         if (!known) throw std::runtime_error("--configs: no selected operator has the configuration " + c);
     }
+    for (const std::string &f : o.force_op) {  // OP=VARIANT, forced for the whole run
+        const size_t eq = f.find('=');
+        if (eq == std::string::npos) throw CLI::ValidationError("--force-op", "expected OP=VARIANT, got " + f);
+        throw_if_failed(schedx_force_variant(f.substr(0, eq).c_str(), f.substr(eq + 1).c_str()));
+    }
     Explorer explorer(*b, timing, run_ceiling, o.variants);
     std::vector<Row> all_rows;
     for (const OpDriver *d : selected) {
@@ -271,6 +276,9 @@ int main(int argc, char **argv) {
     app.add_option("--variants", o.variants,
                    "time only variants whose names contain one of these parts, e.g. gemv,b8_ (default: all)")
         ->delimiter(',');
+    app.add_option("--force-op", o.force_op,
+                   "OP=VARIANT: force a variant of an operator that the explored one runs inside, e.g. "
+                   "quantize_fp8_axis_codes=NAME (the tiled axiswise second pass)");
     app.add_option("--device", o.device, "cpu, cuda, or auto: cuda when a GPU is present")
         ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
     app.add_option("--repeats", o.repeats, "timed samples per variant (median and p10/p90 reported)")

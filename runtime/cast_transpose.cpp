@@ -92,11 +92,17 @@ constexpr int64_t kSkinnyShortMUntuned = 16;
 // An amax call takes a tile with the fused amax before one that needs the abs_max pass, which
 // reads x again: H200, 4097x4096 31.6 us (element_io_amax) against 44.0 (cols_element_cvt and
 // the pass) (ragged_side_streams_2026-12-05_h200_b3f28bb.md).
+// Where rows' pitch is off 32 bytes, each tile's rows run starts mid-sector in every other row:
+// 128-wide tiles go first. 12000x6000: t128r4w8 94.0 us against t64r8w4_cvt 107.0 (H200),
+// 123.5 against 142.9 (H100, ragged_rows_pitch_2026-12-05_h100_2a87bb3.md).
 int untuned_rank(const Variant &v, const CastTransposeCall &c) {
     if (v.device != Device::cuda) return 0;
-    if (v.param("schedule") == "cuda_tiled") return (c.amax || c.scale_inv) && v.param("with_amax") != "true" ? 1 : 0;
-    if (v.param("schedule") != "cuda_skinny") return 3;
-    return v.param("long_dim", "k") == "k" && c.m > kSkinnyShortMUntuned ? 4 : 2;
+    if (v.param("schedule") == "cuda_tiled") {
+        const bool split_sectors = c.rows && c.ld_rows % 32 != 0 && v.param_int("tile", 64) < 128 && v.param("io") != "element";
+        return ((c.amax || c.scale_inv) && v.param("with_amax") != "true" ? 2 : 0) + (split_sectors ? 1 : 0);
+    }
+    if (v.param("schedule") != "cuda_skinny") return 4;
+    return v.param("long_dim", "k") == "k" && c.m > kSkinnyShortMUntuned ? 5 : 3;
 }
 
 namespace {

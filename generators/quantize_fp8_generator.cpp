@@ -82,7 +82,7 @@ public:
     // cpu | cuda_general (any shape) | cuda_tiled (whole 128 x 128 tiles, one per block)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
-    GeneratorParam<int> pad_elems{"pad_elems", 2};  // cuda_tiled: shared-memory row padding (codes_in_shared: words)
+    GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
     // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
     // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
     // and the outputs 4-byte aligned, row pitches in those steps (the runtime checks).
@@ -91,10 +91,6 @@ public:
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second},
                                         {"maxima", AxisPass::maxima}, {"codes", AxisPass::codes}}};
     GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
-    // axis_pass codes: each thread encodes its x words from registers twice (row scale, column
-    // scale) and the two code tiles go to shared memory, cols as their byte transpose (the cast's
-    // word tile), instead of x staged in shared memory and encoded by each output.
-    GeneratorParam<bool> codes_in_shared{"codes_in_shared", false};
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
     GeneratorParam<std::string> encoder{"encoder", "integer"};
@@ -131,9 +127,6 @@ public:
             row_sink = add_output<Buffer<>>("row_sink", UInt(8), 2);
             col_sink = add_output<Buffer<>>("col_sink", UInt(8), 2);
             return;
-        }
-        if (codes_in_shared && (axis_pass != AxisPass::codes || !vector_io || encoder.value() != "ptx")) {
-            throw std::invalid_argument("codes_in_shared takes axis_pass codes, vector_io and encoder ptx");
         }
         if (axis_pass == AxisPass::codes) {  // pass 2: the maxima pass 1 left
             row_max_in = add_input<Buffer<>>("row_max", UInt(32), 1);
@@ -297,7 +290,6 @@ private:
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
-    Func codes_words{"codes_words"};  // codes_in_shared: (rows' word, the word in the columns' scales)
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
     Func row_scale_axis{"row_scale_axis"}, strip_col_amax{"strip_col_amax"};  // axis_pass first
     RDom rk_axis, rs_axis;  // along a row; down a strip (axis_pass first)
@@ -390,24 +382,8 @@ private:
             // A NaN scale (NaN maximum) makes NaN operands: code 0x7F from both encoders.
             rows_q(x, y) = encoded(rows_operand, rows_pairs, true, fp8_format_is_e5m2());
             cols_q(x, y) = encoded(cols_operand, cols_pairs, false, fp8_format_is_e5m2());
-            if (codes_in_shared) {
-                // Word x of row y: its four codes in the row's scale, and in the columns' scales.
-                auto word = [&](Func operand) {
-                    auto pair = [&](int j) {
-                        return cast<uint32_t>(schedx::ptx_cvt_fp8x2(operand(4 * x + 2 * j, y), operand(4 * x + 2 * j + 1, y),
-                                                                    fp8.value() == "e5m2"));
-                    };
-                    return pair(0) | (pair(1) << 16);
-                };
-                codes_words(x, y) = Tuple(word(rows_operand), word(cols_operand));
-                (*rows)(x, y) = codes_words(x, y)[0];
-                auto col_word = [&](int j) { return codes_words(x / 4, 4 * y + j)[1]; };
-                (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), col_word(0), col_word(1),
-                                                        col_word(2), col_word(3), x % 4);
-            } else {
-                (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
-                (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
-            }
+            (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
+            (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
             (*rows_scale)(x, y) = reinterpret<float>(axis_scale_bits((*row_max_in)(y)));  // [M][1]
             (*cols_scale)(x, y) = reinterpret<float>(axis_scale_bits((*col_max_in)(x)));  // [1][K]
             input->set_estimates({{0, 8192}, {0, 8192}});
@@ -827,50 +803,6 @@ private:
     // Codes are encoded once per output (twice per element), by the integer encoder or (ptx)
     // cvt pairs. Whole tiles only: M and K multiples of 128 (block2d: 512, so that the scale
     // arrays have no padding). Not yet run on a GPU, either encoder (docs/quantize_fp8.md).
-    // codes_in_shared: the cast's word tile (cast_transpose_generator.cpp) on 128 x 128 tiles.
-    // 16 x (128 / R) threads; each loads 8 elements (16 bytes) of R rows into registers and
-    // encodes them twice; rows stores its words from the shared codes, cols 2 words (8 bytes)
-    // of each of 128 / (128 / R) columns, each word the byte transpose of 4 rows' words.
-    void schedule_codes_in_shared(int T, int R) {
-        const int tx = T / 8, fw = 2, ty = T / R, cfw = T / 4 / tx, cr = T / ty;
-        rows->tile(x, y, xo, yo, xi, yi, T / 4, T, TailStrategy::RoundUp)
-            .split(xi, xt, xi, fw, TailStrategy::RoundUp)
-            .split(yi, yt, yi, R, TailStrategy::RoundUp)
-            .reorder(xi, yi, xt, yt, xo, yo)
-            .vectorize(xi)
-            .unroll(yi)
-            .gpu_blocks(xo, yo)
-            .gpu_threads(xt, yt);
-        cols->split(y, yo, yi, T / 4, TailStrategy::RoundUp)
-            .split(x, xo, xi, T, TailStrategy::RoundUp)
-            .split(yi, yt, yi, cfw, TailStrategy::RoundUp)
-            .split(xi, xt, xi, cr, TailStrategy::RoundUp)
-            .reorder(yi, xi, yt, xt, xo, yo)
-            .vectorize(yi)
-            .unroll(xi)
-            .gpu_blocks(xo, yo)
-            .gpu_threads(yt, xt)
-            .compute_with(*rows, xo);
-        codes_words.compute_at(*rows, xo)
-            .store_in(MemoryType::GPUShared)
-            .split(x, xt, x, fw, TailStrategy::RoundUp)
-            .split(y, yt, y, R, TailStrategy::RoundUp)
-            .reorder(x, y, xt, yt)
-            .vectorize(x)
-            .unroll(y)
-            .gpu_threads(xt, yt)
-            .bound_extent(x, T / 4)
-            .bound_extent(y, T);
-        if (pad_elems > 0) codes_words.bound_storage(x, T / 4 + pad_elems);
-        Var wo("wo"), wi("wi");
-        xraw.compute_at(codes_words, xt)
-            .store_in(MemoryType::Register)
-            .split(x, wo, wi, 8)
-            .vectorize(wi)
-            .unroll(wo)
-            .unroll(y);
-    }
-
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
         const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
@@ -890,14 +822,7 @@ private:
             cols->dim(0).set_min(0).set_extent(M / W);
             cols->dim(1).set_min(0).set_extent(K);
         }
-        if (codes_in_shared) {  // one 16-byte load of x per row and 8-byte stores of codes (the runtime checks)
-            input->set_host_alignment(16);
-            input->dim(1).set_stride((input->dim(1).stride() / 8) * 8);
-            rows->set_host_alignment(8);
-            rows->dim(1).set_stride((rows->dim(1).stride() / 2) * 2);
-            cols->set_host_alignment(8);
-            cols->dim(1).set_stride((cols->dim(1).stride() / 2) * 2);
-        } else if (vector_io) {
+        if (vector_io) {
             input->set_host_alignment(8);
             input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
         }
@@ -916,9 +841,7 @@ private:
         // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns), one word
         // of codes per row (column) with vector_io.
         Func first = row_sink ? Func(*row_sink) : rows ? Func(*rows) : Func(*cols);
-        if (codes_in_shared) {
-            schedule_codes_in_shared(T, R);
-        } else if (rows) {
+        if (rows) {
             rows->tile(x, y, xo, yo, xi, yi, T / W, T, TailStrategy::RoundUp)
                 .split(xi, xt, xi, 4 / W, TailStrategy::RoundUp)
                 .split(yi, yt, yi, R, TailStrategy::RoundUp)
@@ -928,7 +851,7 @@ private:
                 .gpu_threads(xt, yt);
             rows->unroll(xi);
         }
-        if (cols && !codes_in_shared) {
+        if (cols) {
             cols->split(y, yo, yi, T / W, TailStrategy::RoundUp)
                 .split(x, xo, xi, T, TailStrategy::RoundUp)
                 .split(yi, yt, yi, 4 / W, TailStrategy::RoundUp)
@@ -986,22 +909,20 @@ private:
         }
 
         // The input tile, staged once: each thread loads 4 elements of R rows.
-        if (!codes_in_shared) {
-            xraw.compute_at(first, xo)
-                .store_in(MemoryType::GPUShared)
-                .split(x, xt, x, 4, TailStrategy::RoundUp)
-                .split(y, yt, y, R, TailStrategy::RoundUp)
-                .reorder(x, y, xt, yt)
-                .unroll(y)
-                .gpu_threads(xt, yt)
-                // The fused stages clamp their tiles to their own ranges, which bounds inference
-                // cannot prove 128 wide: unbounded, it required 2M - 128 rows of the input.
-                .bound_extent(x, T)
-                .bound_extent(y, T);
-            if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
-            if (vector_io) xraw.vectorize(x);
-            else xraw.unroll(x);
-        }
+        xraw.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .split(x, xt, x, 4, TailStrategy::RoundUp)
+            .split(y, yt, y, R, TailStrategy::RoundUp)
+            .reorder(x, y, xt, yt)
+            .unroll(y)
+            .gpu_threads(xt, yt)
+            // The fused stages clamp their tiles to their own ranges, which bounds inference
+            // cannot prove 128 wide: unbounded, it required 2M - 128 rows of the input.
+            .bound_extent(x, T)
+            .bound_extent(y, T);
+        if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
+        if (vector_io) xraw.vectorize(x);
+        else xraw.unroll(x);
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (!bs->scale.defined()) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'

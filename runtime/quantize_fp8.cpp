@@ -68,14 +68,11 @@ namespace {
 
 bool aligned(const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
-// vector_io: x in 8-byte loads, the codes in 4-byte stores; codes_in_shared: x in 16-byte
-// loads, the codes in 8-byte stores (generators/quantize_fp8_generator.cpp).
+// vector_io: x in 8-byte loads, the codes in 4-byte stores (generators/quantize_fp8_generator.cpp).
 bool vectors_fit(const Variant &v, const QuantizeCall &c) {
-    if (v.param("vector_io") != "true") return true;
-    const int64_t x_elems = v.param("codes_in_shared") == "true" ? 8 : 4, codes = x_elems;
-    const auto fits = [&](const void *p, int64_t ld, int64_t n) { return !p || (aligned(p, uintptr_t(n)) && ld % n == 0); };
-    return aligned(c.x, uintptr_t(2 * x_elems)) && c.ldx % x_elems == 0 && fits(c.rows, c.ld_rows, codes) &&
-           fits(c.cols, c.ld_cols, codes);
+    return v.param("vector_io") != "true" ||
+           (aligned(c.x, 8) && c.ldx % 4 == 0 && (!c.rows || (aligned(c.rows, 4) && c.ld_rows % 4 == 0)) &&
+            (!c.cols || (aligned(c.cols, 4) && c.ld_cols % 4 == 0)));
 }
 
 // The second pass of a tiled axiswise call: the first quantize_fp8_axis_codes variant of the

@@ -23,8 +23,6 @@
 #include "quantize_cvt_mx_e5m2_words.h"
 #include "quantize_axis_codes_e4m3.h"
 #include "quantize_axis_codes_e5m2.h"
-#include "quantize_axis_codes_in_shared_e4m3.h"
-#include "quantize_axis_codes_in_shared_e5m2.h"
 #include "quantize_axis_maxima.h"
 #include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
@@ -157,11 +155,8 @@ TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU
 
 TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, every bf16 pattern, special rows and columns") {
     const schedx::Variant maxima = test::check_library_variant(SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), "quantize_fp8");
-    for (const auto &[codes_library, format] :
-         {std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e4m3), SCHEDX_E4M3FN},
-          std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e5m2), SCHEDX_E5M2},
-          std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_in_shared_e4m3), SCHEDX_E4M3FN},
-          std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_in_shared_e5m2), SCHEDX_E5M2}}) {
+    for (const auto &[codes_library, format] : {std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e4m3), SCHEDX_E4M3FN},
+                                                std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e5m2), SCHEDX_E5M2}}) {
         const schedx::Variant codes = test::check_library_variant(codes_library, "quantize_fp8");
         const std::string lib_name = codes_library.name;
         CAPTURE(lib_name);

@@ -95,8 +95,8 @@ public:
             throw std::invalid_argument("element_io takes cuda_gemv or cuda_smallbatch with k_tail, and neither coalesced, "
                                         "evict_first nor vector_words");
         }
-        if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || load_words % 2 != 0)) {
-            throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words of 2");
+        if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || (load_words % 2 != 0 && load_words != 1))) {
+            throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words 1 or of 2");
         }
         // Split-K interleaves single groups among its warps: a lane's run is one group there.
         if (evict_first && !lane_layout) throw std::invalid_argument("evict_first takes a lane layout (cuda_gemv, cuda_smallbatch, cuda_splitk)");
@@ -184,7 +184,7 @@ public:
                 // and l / 4 + 8 (h = 1) of 16-row tile nt (define_mma_sum).
                 const int LW = load_words;
                 Expr row = clamp(nt * 16 + l / 4 + 8 * h, 0, w->dim(1).extent() - 1);
-                w_rows(kv, h, l, c, nt) = (*w)(c * 4 * LW + (l % 4) * LW + kv, row);
+                w_rows(kv, h, l, c, nt) = (*w)(mma_vector(c, l) * LW + kv, row);
                 // Bytes i, i + 1 of a W word as two elements of x's dtype, byte i in the low half.
                 w_pair = [this, magic](Expr word, int i) {
                     Expr lo = schedx::int8_of_word_to_float(word, i, magic);
@@ -241,7 +241,7 @@ public:
                 if (mma_layout) {  // x words kv of lane l's run in chunk c for B's column l / 4 of 8-row tile mt
                     const int LW = load_words;
                     Expr row = clamp(mt * 8 + l / 4, 0, x->dim(1).extent() - 1);
-                    x_rows(kv, l, c, mt) = (*x)(c * 8 * LW + (l % 4) * 2 * LW + kv, row);
+                    x_rows(kv, l, c, mt) = (*x)(mma_vector(c, l) * 2 * LW + kv, row);
                 } else if (lane_layout && element_io) {
                     x_rows(kv, l, c, m) = cast<uint32_t>((*x)(element_k(kv, l, c), mc));
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(x_rows(kv, l, c, m), x_type);
@@ -432,7 +432,7 @@ private:
     // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector
     // (cuda_mma: a chunk).
     int k_granule() const {  // not for element_io (any K)
-        if (k_tail) return mma_layout ? 16 * load_words : 4 * vector_words;
+        if (k_tail) return mma_layout ? (vector_tail() ? 4 * load_words : 16 * load_words) : 4 * vector_words;
         return k_step();
     }
 
@@ -444,7 +444,7 @@ private:
     // vector_words and x's twice that), so that Halide can prove the vectors aligned (the
     // 128-bit access rule); K is whole granules (k_granule).
     void constrain_words() {
-        const int xa = x_vector_words(), wa = lane_layout ? int(vector_words) : 4;
+        const int xa = x_vector_words(), wa = lane_layout ? int(vector_words) : std::min(int(load_words), 4);
         x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (k_granule() / 2)) * (k_granule() / 2));
         x->dim(1).set_min(0).set_stride((x->dim(1).stride() / xa) * xa);
         w->dim(0).set_min(0).set_extent(x->dim(0).extent() / 2);
@@ -458,7 +458,20 @@ private:
     }
 
     // x words per vector: two per W word of a vector, at most 4 (16 bytes).
-    int x_vector_words() const { return lane_layout ? std::min(2 * int(vector_words), 4) : 4; }
+    int x_vector_words() const {
+        return lane_layout ? std::min(2 * int(vector_words), 4) : mma_layout ? std::min(2 * int(load_words), 4) : 4;
+    }
+
+    // cuda_mma with k_tail and W vectors under 16 bytes: K in whole vectors of 4 load_words
+    // elements (K = 4100 at load_words 1), each lane's vector of the last chunk live or zero.
+    bool vector_tail() const { return mma_layout && k_tail && load_words < 4; }
+
+    // cuda_mma: the index of lane l's vector (load_words W words, 2 load_words x words) in K
+    // chunk c; with vector_tail clamped to the last whole vector, so loads stay in the row.
+    Expr mma_vector(Expr c, Expr l) {
+        Expr v = c * 4 + l % 4;
+        return vector_tail() ? min(v, w->dim(0).extent() / int(load_words) - 1) : v;
+    }
 
     // CPU: each output is one dot product of two contiguous rows, vectorized along K with
     // the partial sums in vector lanes (rfactor); outputs in parallel blocks of columns so
@@ -596,9 +609,10 @@ private:
         // Split-K: part s of S takes the chunks c = j * S + s (a warp each, summed in y).
         // k_tail: rounds up to the last chunk; a warp past it loads that chunk and multiplies
         // zeros (both operands: 0 * inf would be NaN).
-        Expr chunks = kk / (16 * LW);
+        Expr chunks = vector_tail() ? (kk + 16 * LW - 1) / (16 * LW) : kk / (16 * LW);
         r = RDom({{0, LW}, {0, k_tail ? (chunks + S - 1) / S : chunks / S}}, "r");
         Expr c = r.y * S + s, valid = c < chunks;
+        if (vector_tail()) valid = c * 4 + l % 4 < kk / (4 * LW);  // this lane's vector in K
         if (k_tail) c = min(c, chunks - 1);
         auto live = [&](Expr word) { return k_tail ? select(valid, word, schedx::u32(0)) : word; };
         Expr upper = w_rows(r.x, 0, l, c, nt), lower = w_rows(r.x, 1, l, c, nt);
@@ -676,7 +690,15 @@ private:
             .unroll(nt)
             .unroll(mt);
         mma_frag.bound_extent(l, 32).bound_extent(nt, NT).bound_extent(mt, MT).unroll(nt).unroll(mt).gpu_lanes(l);
-        mma_frag.update().reorder(mt, nt, r.x, r.y, l, s).unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
+        // W vectors under 16 bytes: 4 / load_words chunks a step, unrolled, so that a lane has
+        // the 16-byte forms' loads in flight before its mmas.
+        RVar ry = r.y, ryo("ryo");
+        mma_frag.update().reorder(mt, nt, r.x, r.y, l, s);
+        if (LW < 4) {
+            ry = RVar("ryi");
+            mma_frag.update().split(r.y, ryo, ry, 4 / LW).unroll(ry);
+        }
+        mma_frag.update().unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
         if (S == 1) {
             // Each warp's D floats stay in its lanes' registers.
             mma_out.compute_at(*y, nw).gpu_lanes(l);
@@ -687,7 +709,7 @@ private:
             mma_frag.compute_at(mma_out, s);
             acc.compute_at(*y, ml).update().unroll(acc.rvars()[0]);
         }
-        w_rows.compute_at(mma_frag, r.y)
+        w_rows.compute_at(mma_frag, ry)
             .store_in(MemoryType::Register)
             .bound_extent(kv, LW)
             .bound_extent(h, 2)
@@ -699,13 +721,13 @@ private:
             .unroll(kv)
             .unroll(h)
             .unroll(nt);
-        x_rows.compute_at(mma_frag, r.y)
+        x_rows.compute_at(mma_frag, ry)
             .store_in(MemoryType::Register)
             .bound_extent(kv, 2 * LW)
             .bound_extent(l, 1)
             .bound_extent(c, 1)
             .bound_extent(mt, MT)
-            .split(kv, kv, kw, 4)
+            .split(kv, kv, kw, std::min(2 * LW, 4))
             .vectorize(kw)
             .unroll(kv)
             .unroll(mt);

@@ -100,9 +100,10 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
     if (s == "cuda_smallbatch") return (tail || c.m <= v.param_int("batch", 1)) && words_fit(c, lane_k, w_vector);
     // Tensor cores: K in chunks of 16 elements per W word of a lane's run, split_k chunks a
-    // round (k_tail: any whole number of chunks).
+    // round (k_tail: any whole number of chunks; with W vectors under 16 bytes, of vectors).
     if (s == "cuda_mma") {
-        const int64_t chunk = 16 * v.param_int("load_words", 4);
+        const int64_t load_words = v.param_int("load_words", 4), chunk = 16 * load_words;
+        if (tail && load_words < 4) return c.m <= v.param_int("batch", 8) && words_fit(c, 4 * load_words, 4 * load_words);
         return c.m <= v.param_int("batch", 8) && words_fit(c, tail ? chunk : chunk * v.param_int("split_k", 1));
     }
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.

@@ -81,7 +81,12 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 else if (cublas) runs = m > 1 && k % 16 == 0 && (p["stage"] != "rescale" || n % 8 == 0);
                 else if (s == "cuda_gemv") runs = m == 1 && k % lane_k == 0;
                 else if (s == "cuda_smallbatch") runs = (tail || m <= batch) && k % lane_k == 0;
-                else if (s == "cuda_mma") runs = m <= batch && k % (16 * load_words * (tail ? 1 : split)) == 0;
+                // cuda_mma k_tail: whole chunks of 16 load_words, or with W vectors under 16 bytes
+                // whole vectors of 4 load_words (K = 4100 at load_words 1).
+                else if (s == "cuda_mma") {
+                    const int64_t granule = tail ? (load_words < 4 ? 4 * load_words : 16 * load_words) : 16 * load_words * split;
+                    runs = m <= batch && k % granule == 0;
+                }
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;
                 if (runs && m * n * k <= 16 * 4096 * 4096) out.push_back({m, n, k});
             }

@@ -90,25 +90,22 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 4 minutes).
-      # Issue 32: the axiswise second pass encoding from registers (codes_in_shared), each second pass forced
-      # behind the tiled first pass, bit for bit, then memcheck.
-      SCHEDX_TEST_VARIANTS="axis_bf16_t128|axis_codes" timeout 150 build/tests/schedx_cuda_quantize_tests \
-        > "$out/pending_axis_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_axis_tests.log"
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="axis_bf16_t128|axis_codes" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tests/schedx_cuda_quantize_tests > "$out/pending_axis_memcheck.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_axis_memcheck.log"
-      # Timed: the tiled axiswise call with each second pass, and the tensorwise cast, at issue 32's shapes.
-      for second in quantize_fp8_axis_codes_bf16_e4m3_t128r8_cvt_codes quantize_fp8_axis_codes_bf16_e4m3_t128r16_cvt_codes \
-                    quantize_fp8_axis_codes_bf16_e4m3_t128r16_cvt_vec; do
-        timeout 100 build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs axis \
-          --variants axis_bf16_t128 --force-op "quantize_fp8_axis_codes=$second" --db "$out/pending_tuning.jsonl" \
-          --shapes 8192x8192,4096x14336,16384x4096 > "$out/pending_axis_$second.md" 2>&1 || rc=1
-        grep -E "^\| +1 \|" "$out/pending_axis_$second.md"
-      done
-      timeout 100 build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --variants t128x64r8w4_cvt,t64r4w8_cvt --shapes 8192x8192,4096x14336,16384x4096 > "$out/pending_cast.md" 2>&1 || rc=1
+    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 5 minutes).
+      # Issue 29: tensor-core split-K forms with 4-byte W loads (load_words 1) and a K tail of whole vectors
+      # (K = 4100), forced against the fp64 reference, then memcheck; the cast's dispatch expectations.
+      SCHEDX_TEST_VARIANTS="r16w1_splitk" timeout 150 build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" \
+        > "$out/pending_w8_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w8_tests.log"
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="r16w1_splitk" timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" > "$out/pending_w8_memcheck.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w8_memcheck.log"
+      timeout 60 build/tests/schedx_cuda_tests -tc="ragged*,dispatch picks*" > "$out/pending_dispatch_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_dispatch_tests.log"
+      # Timed against the k_tail lane kernels and the 16-byte tensor-core forms at the aligned neighbours.
+      timeout 200 build/tools/schedx-explore --op w8_linear --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
+        --variants _ktail,_mma_b8_r16w4_splitk,_mma_b16_r16w4_splitk \
+        --shapes 4x4096x4100,8x4096x4100,16x4096x4100,4x4096x4096,16x4096x4096,4x4096x5000,16x4096x5000,16x14336x4100 \
+        > "$out/pending_w8.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1

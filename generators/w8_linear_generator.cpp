@@ -58,7 +58,6 @@ public:
     GeneratorParam<int> warps{"warps", 4};                  // warps per block
     GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch, cuda_mma (8 per tile): rows of x per warp; cpu: per pass
     GeneratorParam<int> split_k{"split_k", 1};              // cuda_splitk, cuda_mma: warps sharing one row's K
-    GeneratorParam<int> mma_unroll{"mma_unroll", 0};        // cuda_mma: K chunks a step, unrolled (0: 4 / load_words)
     // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as
     // load_words / vector_words vectors 32 vectors apart, so that each warp-wide load reads
     // 32 contiguous vectors (false: one contiguous run per lane, 4 * load_words bytes apart).
@@ -691,14 +690,14 @@ private:
             .unroll(nt)
             .unroll(mt);
         mma_frag.bound_extent(l, 32).bound_extent(nt, NT).bound_extent(mt, MT).unroll(nt).unroll(mt).gpu_lanes(l);
-        // W vectors under 16 bytes: several chunks a step, unrolled, so that a lane has loads in
-        // flight before its mmas (4 / load_words gives the 16-byte forms' count of loads).
-        const int unroll = mma_unroll > 0 ? int(mma_unroll) : (LW < 4 ? 4 / LW : 1);
+        // W vectors under 16 bytes: 4 / load_words chunks a step, unrolled, so that a lane has
+        // the 16-byte forms' count of loads in flight before its mmas (8 or 16 chunks at
+        // load_words 1 were no faster: w8_mma_ktail_vectors_2026-12-05_h100_cf8c10e.md).
         RVar ry = r.y, ryo("ryo");
         mma_frag.update().reorder(mt, nt, r.x, r.y, l, s);
-        if (unroll > 1) {
+        if (LW < 4) {
             ry = RVar("ryi");
-            mma_frag.update().split(r.y, ryo, ry, unroll).unroll(ry);
+            mma_frag.update().split(r.y, ryo, ry, 4 / LW).unroll(ry);
         }
         mma_frag.update().unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
         if (S == 1) {

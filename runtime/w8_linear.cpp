@@ -195,8 +195,9 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
     const int64_t batch = c.m <= 8 ? 8 : c.m <= 16 ? 16 : c.m <= 32 ? 32 : 64;
     if (batch == 64 && c.n > 12288) return -1;
     const int64_t rows = v.param_int("rows_per_warp", 16), split = v.param_int("split_k", 1);
-    if (v.param_int("batch", 8) != batch || v.param_int("load_words", 4) != 4 || split == 1 ||
-        (batch <= 16 && rows != 16)) {
+    const int64_t load_words = v.param_int("load_words", 4);
+    if (v.param_int("batch", 8) != batch || (load_words != 4 && (batch > 16 || v.param("k_tail") != "true")) ||
+        split == 1 || (batch <= 16 && rows != 16)) {
         return -1;
     }
     if (batch > 16) {
@@ -204,10 +205,13 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
         return std::min(3, int(std::lround(2 * octaves)) + (rows == 16 ? 1 : 0));
     }
     // The bias, fp16 and k_tail forms rank as their bf16 twins (bias, M = 16: 27.5 against 108.4 us
-    // for the lane tiles, quantize_tiles_2026-12-05_h200_7943873.md), a k_tail form one below its split's.
+    // for the lane tiles, quantize_tiles_2026-12-05_h200_7943873.md), a k_tail form one below its split's,
+    // with 8-byte W loads one more, with 4-byte two more: where K is off 16 or 8 they run alone (H100,
+    // 16 x 4096 x 4100 15.1 us against the lane tiles' 27.5, w8_mma_ktail_vectors_2026-12-05_h100_cf8c10e.md).
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(split)));
-    return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0);
+    const int narrow = load_words == 2 ? 1 : load_words == 1 ? 2 : 0;
+    return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0) + narrow;
 }
 
 }  // namespace
@@ -223,7 +227,7 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
                 });
             }
             const int mma = mma_rank(v, c);
-            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 5 : 4);  // mma ranks are 0..3
+            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 7 : 6);  // mma ranks are 0..5
         });
 }
 

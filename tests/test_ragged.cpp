@@ -250,6 +250,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         int64_t batch;         // its batch (small-batch and tensor-core kernels), else 0
         int64_t split_k = 0;   // its split_k (tensor-core kernels)
         int64_t rows_per_warp = 0;  // its rows of W per warp (tensor-core kernels)
+        int64_t load_words = 0;     // its W words per lane and chunk (tensor-core kernels)
     };
     const Call calls[] = {
         {1, 4096, 4096, 4096, 4096, "cuda_gemv", false, 0},
@@ -269,6 +270,14 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {9, 4096, 14336, 14336, 14336, "cuda_mma", false, 16, 16},
         {4, 4096, 4608, 4608, 4608, "cuda_mma", false, 8, 8},  // K off split 16's step of 1024: split 8, whole steps
         {16, 4096, 11008, 11008, 11008, "cuda_mma", true, 16, 16},
+        // K off 16: the k_tail forms with 8-byte W loads (K in whole 8s), else 4-byte ones (whole 4s)
+        {4, 4096, 4100, 4100, 4100, "cuda_mma", true, 8, 16, 16, 1},
+        {16, 4096, 4100, 4100, 4100, "cuda_mma", true, 16, 16, 16, 1},
+        {4, 8192, 8196, 8196, 8196, "cuda_mma", true, 8, 8, 16, 1},
+        {4, 4096, 5000, 5000, 5000, "cuda_mma", true, 8, 16, 16, 2},
+        {4, 8192, 8200, 8200, 8200, "cuda_mma", true, 8, 8, 16, 2},
+        {16, 8192, 8200, 8200, 8200, "cuda_mma", true, 16, 8, 16, 2},
+        {4, 4096, 4544, 4544, 4544, "cuda_mma", true, 8, 16, 16, 4},  // K in whole 64s: 16-byte loads
         // M = 17..64: b32 / b64, N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp on a tie
         {32, 8192, 8192, 8192, 8192, "cuda_mma", false, 32, 8, 32},
         {32, 14336, 4096, 4096, 4096, "cuda_mma", false, 32, 4, 32},
@@ -297,6 +306,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         if (t.batch) CHECK(chosen.param_int("batch", 0) == t.batch);
         if (t.split_k) CHECK(chosen.param_int("split_k", 0) == t.split_k);
         if (t.rows_per_warp) CHECK(chosen.param_int("rows_per_warp", 0) == t.rows_per_warp);
+        if (t.load_words) CHECK(chosen.param_int("load_words", 4) == t.load_words);
     }
 }
 

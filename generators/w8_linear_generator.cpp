@@ -90,11 +90,10 @@ public:
         const std::string s = sched;
         lane_layout = s == "cuda_gemv" || s == "cuda_smallbatch" || s == "cuda_splitk";
         mma_layout = s == "cuda_mma";
-        word_io = ((lane_layout || mma_layout) && !element_io) || s == "cuda_words";
-        if (element_io && (!k_tail || coalesced || evict_first || vector_words != 4 || s == "cuda_splitk" ||
-                           (mma_layout && load_words != 1))) {
-            throw std::invalid_argument("element_io takes cuda_gemv, cuda_smallbatch or cuda_mma (load_words 1) with k_tail, "
-                                        "and neither coalesced, evict_first nor vector_words");
+        word_io = (lane_layout && !element_io) || mma_layout || s == "cuda_words";
+        if (element_io && (!k_tail || coalesced || evict_first || vector_words != 4 || s == "cuda_splitk")) {
+            throw std::invalid_argument("element_io takes cuda_gemv or cuda_smallbatch with k_tail, and neither coalesced, "
+                                        "evict_first nor vector_words");
         }
         if (mma_layout && (rows_per_warp % 16 != 0 || batch % 8 != 0 || (load_words % 2 != 0 && load_words != 1))) {
             throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words 1 or of 2");
@@ -185,17 +184,7 @@ public:
                 // and l / 4 + 8 (h = 1) of 16-row tile nt (define_mma_sum).
                 const int LW = load_words;
                 Expr row = clamp(nt * 16 + l / 4 + 8 * h, 0, w->dim(1).extent() - 1);
-                if (element_io) {  // four bytes, those past K zero
-                    Expr kx = w->dim(0).extent(), word = schedx::u32(0);
-                    for (int j = 0; j < 4; j++) {
-                        Expr k = (mma_vector(c, l) * LW + kv) * 4 + j;
-                        Expr byte = cast<uint32_t>(reinterpret<uint8_t>((*w)(min(k, kx - 1), row)));
-                        word = word | (select(k < kx, byte, schedx::u32(0)) << (8 * j));
-                    }
-                    w_rows(kv, h, l, c, nt) = word;
-                } else {
-                    w_rows(kv, h, l, c, nt) = (*w)(mma_vector(c, l) * LW + kv, row);
-                }
+                w_rows(kv, h, l, c, nt) = (*w)(mma_vector(c, l) * LW + kv, row);
                 // Bytes i, i + 1 of a W word as two elements of x's dtype, byte i in the low half.
                 w_pair = [this, magic](Expr word, int i) {
                     Expr lo = schedx::int8_of_word_to_float(word, i, magic);
@@ -252,17 +241,7 @@ public:
                 if (mma_layout) {  // x words kv of lane l's run in chunk c for B's column l / 4 of 8-row tile mt
                     const int LW = load_words;
                     Expr row = clamp(mt * 8 + l / 4, 0, x->dim(1).extent() - 1);
-                    if (element_io) {  // two elements, those past K zero
-                        Expr kx = x->dim(0).extent(), word = schedx::u32(0);
-                        for (int j = 0; j < 2; j++) {
-                            Expr k = (mma_vector(c, l) * 2 * LW + kv) * 2 + j;
-                            Expr half = cast<uint32_t>((*x)(min(k, kx - 1), row));
-                            word = word | (select(k < kx, half, schedx::u32(0)) << (16 * j));
-                        }
-                        x_rows(kv, l, c, mt) = word;
-                    } else {
-                        x_rows(kv, l, c, mt) = (*x)(mma_vector(c, l) * 2 * LW + kv, row);
-                    }
+                    x_rows(kv, l, c, mt) = (*x)(mma_vector(c, l) * 2 * LW + kv, row);
                 } else if (lane_layout && element_io) {
                     x_rows(kv, l, c, m) = cast<uint32_t>((*x)(element_k(kv, l, c), mc));
                     xf_lane(kv, l, c, m) = schedx::decode_to_float(x_rows(kv, l, c, m), x_type);
@@ -278,8 +257,7 @@ public:
                 Expr kk = w->dim(0).extent() * (word_io ? 4 : 1);
                 if (k_step() > 1) kk = (kk / k_step()) * k_step();
                 if (mma_layout) {
-                    // k_tail: whole chunks or vectors (constrain_words); element_io: any K
-                    define_mma_sum(element_io ? w->dim(0).extent() : k_tail ? w->dim(0).extent() * 4 : kk);
+                    define_mma_sum(k_tail ? w->dim(0).extent() * 4 : kk);  // k_tail: whole chunks (constrain_words)
                 } else if (lane_layout) {
                     // Each lane sums its own elements (over run and group: its index is
                     // a loop variable, not (k / run) % 32, whose bounds Halide would take as
@@ -345,7 +323,7 @@ public:
         // THE SCHEDULE
         if (using_autoscheduler()) return;
         if (default_schedule) {
-            if ((lane_layout || mma_layout) && !element_io) constrain_words();
+            if ((lane_layout && !element_io) || mma_layout) constrain_words();
             return;
         }
         const std::string s = sched;
@@ -486,7 +464,7 @@ private:
 
     // cuda_mma with k_tail and W vectors under 16 bytes: K in whole vectors of 4 load_words
     // elements (K = 4100 at load_words 1), each lane's vector of the last chunk live or zero.
-    bool vector_tail() const { return mma_layout && k_tail && load_words < 4 && !element_io; }
+    bool vector_tail() const { return mma_layout && k_tail && load_words < 4; }
 
     // cuda_mma: the index of lane l's vector (load_words W words, 2 load_words x words) in K
     // chunk c; with vector_tail clamped to the last whole vector, so loads stay in the row.
@@ -631,7 +609,7 @@ private:
         // Split-K: part s of S takes the chunks c = j * S + s (a warp each, summed in y).
         // k_tail: rounds up to the last chunk; a warp past it loads that chunk and multiplies
         // zeros (both operands: 0 * inf would be NaN).
-        Expr chunks = vector_tail() || element_io ? (kk + 16 * LW - 1) / (16 * LW) : kk / (16 * LW);
+        Expr chunks = vector_tail() ? (kk + 16 * LW - 1) / (16 * LW) : kk / (16 * LW);
         r = RDom({{0, LW}, {0, k_tail ? (chunks + S - 1) / S : chunks / S}}, "r");
         Expr c = r.y * S + s, valid = c < chunks;
         if (vector_tail()) valid = c * 4 + l % 4 < kk / (4 * LW);  // this lane's vector in K
@@ -681,7 +659,7 @@ private:
     void schedule_cuda_mma() {
         const int NT = rows_per_warp / 16, MT = batch / 8, S = split_parts(), WB = warps, LW = load_words;
         if (S > 1 && WB != 1) throw std::invalid_argument("cuda_mma with split_k > 1 takes warps = 1");
-        if (!element_io) constrain_words();
+        constrain_words();
         // From 0, so that Halide sees which lane and float hold each output (n % 16, m % 8).
         y->dim(0).set_min(0);
         y->dim(1).set_min(0);

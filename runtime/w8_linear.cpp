@@ -94,9 +94,7 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     // where K is off the cuBLAS paths' 16, nothing else but the general variant could.
     const bool tail = v.param("k_tail") == "true";
     // element_io: any K, row pitch and alignment.
-    if (v.param("element_io") == "true") {
-        return s == "cuda_mma" ? c.m <= v.param_int("batch", 8) : s == "cuda_smallbatch" || c.m == 1;
-    }
+    if (v.param("element_io") == "true") return s == "cuda_smallbatch" || c.m == 1;
     const int64_t w_vector = 4 * v.param_int("vector_words", 4);
     const int64_t lane_k = tail ? w_vector : step;
     if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
@@ -208,12 +206,11 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
     }
     // The bias, fp16 and k_tail forms rank as their bf16 twins (bias, M = 16: 27.5 against 108.4 us
     // for the lane tiles, quantize_tiles_2026-12-05_h200_7943873.md), a k_tail form one below its split's,
-    // with 8-byte W loads one more, with 4-byte two more, with element loads three more: where K is
-    // off 16 or 8, or rows off 4 bytes, they run alone (H100,
+    // with 8-byte W loads one more, with 4-byte two more: where K is off 16 or 8 they run alone (H100,
     // 16 x 4096 x 4100 15.1 us against the lane tiles' 27.5, w8_mma_ktail_vectors_2026-12-05_h100_cf8c10e.md).
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(split)));
-    const int narrow = v.param("element_io") == "true" ? 3 : load_words == 2 ? 1 : load_words == 1 ? 2 : 0;
+    const int narrow = load_words == 2 ? 1 : load_words == 1 ? 2 : 0;
     return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0) + narrow;
 }
 
@@ -230,7 +227,7 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
                 });
             }
             const int mma = mma_rank(v, c);
-            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 8 : 7);  // mma ranks are 0..6
+            return mma >= 0 ? mma : (loses_untuned(v, c, *splitk_runs) ? 7 : 6);  // mma ranks are 0..5
         });
 }
 

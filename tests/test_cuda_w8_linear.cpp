@@ -82,11 +82,9 @@ std::vector<Shape> shapes_for(std::map<std::string, std::string> &p) {
                 else if (s == "cuda_gemv") runs = m == 1 && k % lane_k == 0;
                 else if (s == "cuda_smallbatch") runs = (tail || m <= batch) && k % lane_k == 0;
                 // cuda_mma k_tail: whole chunks of 16 load_words, or with W vectors under 16 bytes
-                // whole vectors of 4 load_words (K = 4100 at load_words 1); element_io any K.
+                // whole vectors of 4 load_words (K = 4100 at load_words 1).
                 else if (s == "cuda_mma") {
-                    const int64_t granule = element ? 1
-                                            : tail  ? (load_words < 4 ? 4 * load_words : 16 * load_words)
-                                                    : 16 * load_words * split;
+                    const int64_t granule = tail ? (load_words < 4 ? 4 * load_words : 16 * load_words) : 16 * load_words * split;
                     runs = m <= batch && k % granule == 0;
                 }
                 else if (s == "cuda_splitk") runs = m == 1 && n <= 1024 && k % (step * split) == 0;

@@ -291,7 +291,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {1, 64, 4098, 4098, 4098, "cuda_gemv", true, 0},      // W rows 2-byte aligned: element I/O
         {3, 64, 4096, 4097, 4096, "cuda_smallbatch", true, 4},  // x rows 2-byte aligned: element I/O
         {1, 4096, 11009, 11009, 11009, "cuda_gemv", true, 0},  // odd K: element I/O
-        {16, 4096, 11009, 11009, 11009, "cuda_mma", true, 16, 16, 16, 1},  // tensor cores with element loads
+        {16, 4096, 11009, 11009, 11009, "cuda_smallbatch", true, 16},
     };
     for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
         const Call &t = calls[n];

@@ -276,6 +276,7 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: K off the steps takes the k_tail 
         {4, 8192, 8196, 8196, 8196, "cuda_mma", true, 8, 8, 16, 1},
         {4, 4096, 5000, 5000, 5000, "cuda_mma", true, 8, 16, 16, 2},
         {4, 8192, 8200, 8200, 8200, "cuda_mma", true, 8, 8, 16, 2},
+        {16, 14336, 4100, 4100, 4100, "cuda_mma", true, 16, 4, 16, 1},  // past N = 12288 split 4
         {16, 8192, 8200, 8200, 8200, "cuda_mma", true, 16, 8, 16, 2},
         {4, 4096, 4544, 4544, 4544, "cuda_mma", true, 8, 16, 16, 4},  // K in whole 64s: 16-byte loads
         // M = 17..64: b32 / b64, N / rows_per_warp * split_k nearest 2048 warps, 32 rows per warp on a tie

@@ -90,20 +90,19 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 4 minutes).
-      # Issue 29: the 8-byte-load k_tail form at split 8 (b8), forced and under memcheck; untuned dispatch on
-      # the GPU (the 4- and 8-byte-load forms ranked for K off 16), then timed at K off 16 and their neighbours.
-      SCHEDX_TEST_VARIANTS="b8_r16w2_splitk8" timeout 100 build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" \
+    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 3 minutes).
+      # Issue 29: the 4- and 8-byte-load tensor-core k_tail forms at split 4 (N past 12288), forced and under
+      # memcheck; untuned dispatch on the GPU; then timed at N = 14336 with K off 16.
+      SCHEDX_TEST_VARIANTS="r16w[12]_splitk4_" timeout 100 build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" \
         > "$out/pending_w8_tests.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_w8_tests.log"
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="b8_r16w2_splitk8" timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="r16w[12]_splitk4_" timeout 100 compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" > "$out/pending_w8_memcheck.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_w8_memcheck.log"
       timeout 100 build/tests/schedx_cuda_w8_tests -tc="untuned*,dispatch*" > "$out/pending_w8_dispatch.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_w8_dispatch.log"
-      timeout 200 build/tools/schedx-explore --op w8_linear --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --variants _mma_b8_r16w,_mma_b16_r16w,b4_r4w4_coalesced_v,b8_r4w4_coalesced_v \
-        --shapes 4x8192x8200,4x8192x8192,8x4096x4100,8x4096x4096,16x14336x4100,16x14336x4096,4x4096x4100,4x4096x4096 \
+      timeout 120 build/tools/schedx-explore --op w8_linear --device cuda --configs bf16 --db "$out/pending_tuning.jsonl" \
+        --variants _mma_b8_r16w,_mma_b16_r16w --shapes 16x14336x4100,4x14336x4100,16x14336x4104,16x14336x4096,4x14336x4096 \
         > "$out/pending_w8.md" 2>&1 || rc=1
       grep -h "dispatch chose" "$out"/pending_*.md ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes

@@ -91,8 +91,8 @@ for step in $steps; do
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
     pending)  # what the last sessions built or changed without a full GPU run (one device call, about 3 minutes).
-      # Issue 29: the 4- and 8-byte-load tensor-core k_tail forms at split 4 (N past 12288), forced and under
-      # memcheck; untuned dispatch on the GPU; then timed at N = 14336 with K off 16.
+      # Nothing is pending since ce9d0b8; this is that call: the 4- and 8-byte-load tensor-core k_tail forms at
+      # split 4, forced and under memcheck; untuned dispatch on the GPU; then timed at N = 14336 with K off 16.
       SCHEDX_TEST_VARIANTS="r16w[12]_splitk4_" timeout 100 build/tests/schedx_cuda_w8_tests -tc="every CUDA w8_linear variant*" \
         > "$out/pending_w8_tests.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_w8_tests.log"

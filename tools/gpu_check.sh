@@ -91,9 +91,9 @@ for step in $steps; do
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
     pending)  # what the last sessions built or changed without a full GPU run (one device call, about 3 minutes).
-      # Issue 31: 48 rows of W per warp at M = 33..64 (b64_r48w4, split 2 and 4: x re-read from L2 once per 48
-      # rows instead of 32), forced (quick) and timed after a dirty L2 against the planes path and the b64 forms.
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="b64_r48" timeout 90 build/tests/schedx_cuda_w8_tests \
+      # Nothing is pending since c6d718d; this is the last call's form: the b64 tensor-core forms forced (quick)
+      # and timed after a dirty L2 against the planes path at issue 31's M = 48 / 64 shapes.
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="mma_b64_r" timeout 90 build/tests/schedx_cuda_w8_tests \
         -tc="every CUDA w8_linear variant*" > "$out/pending_w8_tests.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_w8_tests.log"
       timeout 100 build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \

@@ -693,11 +693,11 @@ private:
         // W vectors under 16 bytes: 4 / load_words chunks a step, unrolled, so that a lane has
         // the 16-byte forms' count of loads in flight before its mmas (8 or 16 chunks at
         // load_words 1 were no faster: w8_mma_ktail_vectors_2026-12-05_h100_cf8c10e.md).
-        RVar ry = r.y, ryo("ryo");
+        RVar ry = r.y;
         mma_frag.update().reorder(mt, nt, r.x, r.y, l, s);
         if (LW < 4) {
             ry = RVar("ryi");
-            mma_frag.update().split(r.y, ryo, ry, 4 / LW).unroll(ry);
+            mma_frag.update().split(r.y, RVar("ryo"), ry, 4 / LW).unroll(ry);
         }
         mma_frag.update().unroll(mt).unroll(nt).unroll(r.x).gpu_lanes(l);
         if (S == 1) {

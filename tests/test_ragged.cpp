@@ -54,20 +54,27 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
     }
 }
 
-TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M up to 16 or K below a tile, general for M of 17 to 63") {
-    // The CUDA bf16 -> e4m3fn variants writing both outputs, as the ABI's filter keeps them;
-    // autoscheduled ones are left out (their answer is a bounds query needing a CUDA context).
-    static const std::vector<const schedx::Variant *> candidates = [] {
-        std::vector<const schedx::Variant *> out;
-        for (const schedx::Variant &v : schedx::registry()) {
-            if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
-                v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" &&
-                v.param("with_amax") != "true" && v.param("autoscheduler").empty()) {
-                out.push_back(&v);
-            }
+namespace {
+
+// The CUDA bf16 -> e4m3fn cast variants writing both outputs, as the ABI's filter keeps them
+// for a call with or without amax; autoscheduled ones are left out (their answer is a bounds
+// query needing a CUDA context).
+std::vector<const schedx::Variant *> cast_candidates(bool want_amax) {
+    std::vector<const schedx::Variant *> out;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
+            v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" &&
+            (want_amax || v.param("with_amax") != "true") && v.param("autoscheduler").empty()) {
+            out.push_back(&v);
         }
-        return out;
-    }();
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, element tiles where not, skinny for M up to 16 or K below a tile, general for M of 17 to 63") {
+    static const std::vector<const schedx::Variant *> candidates = cast_candidates(false);
     // The element-I/O variants are listed after every other CUDA variant of the op but the
     // cols_io=element word tiles with the integer encoder, which are slower than them
     // (ragged_2026-12-05_h200_b46a0f6.md).
@@ -141,13 +148,7 @@ TEST_CASE("untuned CUDA dispatch: word tiles where rows are 16-byte aligned, ele
 }
 
 TEST_CASE("untuned CUDA dispatch of an amax call: a tile with the fused amax ahead of any tile that needs the abs_max pass") {
-    std::vector<const schedx::Variant *> candidates;
-    for (const schedx::Variant &v : schedx::registry()) {
-        if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
-            v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" && v.param("autoscheduler").empty()) {
-            candidates.push_back(&v);
-        }
-    }
+    static const std::vector<const schedx::Variant *> candidates = cast_candidates(true);
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced
     float *const amax = reinterpret_cast<float *>(base << 12);
     struct Shape {

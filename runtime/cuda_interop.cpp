@@ -467,9 +467,10 @@ schedx_status cuda_fork_side_streams(void *context, void *stream, int count, voi
         return fail(SCHEDX_ERR_KERNEL, "cannot create the side streams' fork event");
     }
     for (int i = 0; i < count; i++) {
-        if (!w->side[i] && (d.cuCtxGetStreamPriorityRange(&least, &greatest) != 0 ||
-                            d.cuStreamCreateWithPriority(&w->side[i], kStreamNonBlocking, greatest) != 0 ||
-                            d.cuEventCreate(&w->joined[i], kEventDisableTiming) != 0)) {
+        // The event first: a stream is only kept once its event exists (nothing leaks on failure).
+        if ((!w->joined[i] && d.cuEventCreate(&w->joined[i], kEventDisableTiming) != 0) ||
+            (!w->side[i] && (d.cuCtxGetStreamPriorityRange(&least, &greatest) != 0 ||
+                             d.cuStreamCreateWithPriority(&w->side[i], kStreamNonBlocking, greatest) != 0))) {
             w->side[i] = nullptr;
             return fail(SCHEDX_ERR_KERNEL, "cannot create a side stream and its event");
         }

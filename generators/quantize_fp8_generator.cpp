@@ -57,7 +57,8 @@ using schedx::u64;
 enum class Recipe { block1d, block2d, mx, axis };
 enum class Outputs { both, rows, cols };
 // Axiswise in one pipeline (x read for each maximum and each copy), or in two: the first
-// writes rows, its scales and per-strip column maxima, the second cols from those maxima.
+// writes rows, its scales and per-strip column maxima, the second cols from those maxima;
+// maxima / codes: the same two passes in 128 x 128 tiles (generate_axis_tiled).
 enum class AxisPass { single, first, second, maxima, codes };
 
 // The largest finite value of the input dtype (TE's value_for_inf).
@@ -79,7 +80,8 @@ public:
                                     {{"both", Outputs::both}, {"rows", Outputs::rows}, {"cols", Outputs::cols}}};
     // any: format chosen by the fp8_format argument; e4m3 / e5m2: fixed.
     GeneratorParam<std::string> fp8{"fp8", "any"};
-    // cpu | cuda_general (any shape) | cuda_tiled (whole 128 x 128 tiles, one per block)
+    // cpu | cuda_general (any shape) | cuda_tiled (whole 128 x 128 tiles, one per block) |
+    // cuda_strips (axis_pass first)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
@@ -94,6 +96,13 @@ public:
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
     GeneratorParam<std::string> encoder{"encoder", "integer"};
+    // cuda_tiled block2d: threads reducing the 128 x 128 block maximum, 128 (a column each, then
+    // one thread over their 128) or 256 (an 8 x 8 patch each, 16 threads over 16 patches, then one).
+    GeneratorParam<int> block_max_lanes{"block_max_lanes", 128};
+    // cuda_tiled block2d with vector_io: cols is the byte transpose (PRMT) of rows' code words,
+    // staged in shared memory beside the input tile: each element encoded once, 50 KiB of shared
+    // memory (the runtime opts in above 48 KiB).
+    GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
     // CUDA algorithm (encoder=ptx included) for the CPU, linking C stand-ins for the schedx_ptx_
@@ -112,8 +121,14 @@ public:
         if (vector_io && sched.value() != "cuda_tiled" && !default_schedule) throw std::invalid_argument("vector_io takes cuda_tiled");
         // vector_io: four codes per word, the lowest address in the low byte.
         const Type code_t = vector_io ? UInt(32) : UInt(8);
+        if (cols_from_rows && !(recipe == Recipe::block2d && sched.value() == "cuda_tiled" && vector_io && outputs == Outputs::both)) {
+            throw std::invalid_argument("cols_from_rows takes recipe block2d, schedule cuda_tiled, vector_io and both outputs");
+        }
+        if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
+            throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
+        }
         if (axis_pass != AxisPass::single && (recipe != Recipe::axis || outputs != Outputs::both)) {
-            throw std::invalid_argument("axis_pass first / second: recipe axis with both outputs only");
+            throw std::invalid_argument("axis_pass other than single: recipe axis with both outputs only");
         }
         if (tiled_axis() && (sched.value() != "cuda_tiled" || in_type == ElemType::fp32)) {
             throw std::invalid_argument("axis_pass maxima / codes: schedule cuda_tiled, 16-bit inputs");
@@ -201,7 +216,12 @@ public:
                                      : scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
                                                                            : rows_scale_for_q.scale(x / B, y));
             rows_q(x, y) = encoded(rows_operand, rows_pairs, true, is_e5m2);
-            (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
+            if (cols_from_rows) {
+                rows_words(x, y) = code_word(rows_q, rows_pairs, true);
+                (*rows)(x, y) = rows_words(x, y);
+            } else {
+                (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
+            }
         }
         // The tiled kernels compute each scale once per tile and share it between the codes
         // and the scale arrays (block2d: cols is rows' codes transposed).
@@ -211,6 +231,13 @@ public:
             } else {
                 cols_scale_for_q = make_scales("cols_q", false);
             }
+        }
+        if (cols && cols_from_rows) {
+            // Word y of cols row x: byte x % 4 of rows' words (x / 4, 4y .. 4y + 3).
+            auto word = [&](int j) { return rows_words(x / 4, 4 * y + j); };
+            (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), word(0), word(1), word(2),
+                                                    word(3), x % 4);
+        } else if (cols) {
             cols_operand(x, y) = cols_scale_for_q.factors.defined()
                                      ? by_factors(value(x, y), cols_scale_for_q.factors(x, y / B))
                                      : scaled_in_block(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
@@ -288,6 +315,7 @@ private:
     Output<Buffer<>> *col_partials_out = nullptr, *row_sink = nullptr, *col_sink = nullptr;
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
+    Func rows_words{"rows_words"};  // cols_from_rows: rows' code words, staged per tile
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
@@ -798,11 +826,12 @@ private:
     // One 128 x 128 tile per GPU block, x read once: the tile is staged in shared memory
     // (16-bit inputs; rows padded by pad_elems against bank conflicts), each block scale of
     // both orientations is reduced from it (a thread per row block, a thread per column
-    // block; block2d: 128 threads down the columns, then one thread), and rows, cols and
-    // both scale arrays are written by stages fused into the same blocks (compute_with).
-    // Codes are encoded once per output (twice per element), by the integer encoder or (ptx)
+    // block; block2d: block_max_lanes), and rows, cols and both scale arrays are written by
+    // stages fused into the same blocks (compute_with). Codes are encoded once per output
+    // (twice per element; block2d with cols_from_rows once), by the integer encoder or (ptx)
     // cvt pairs. Whole tiles only: M and K multiples of 128 (block2d: 512, so that the scale
-    // arrays have no padding). Not yet run on a GPU, either encoder (docs/quantize_fp8.md).
+    // arrays have no padding). H200: 1 x 128 101.6 us at 8192^2, 66% of a copy
+    // (quantize_tiles_2026-12-05_h200_7943873.md); what lost: docs/quantize_fp8.md.
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
         const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
@@ -923,6 +952,20 @@ private:
         if (pad_elems > 0) xraw.bound_storage(x, T + pad_elems);
         if (vector_io) xraw.vectorize(x);
         else xraw.unroll(x);
+        if (cols_from_rows) {
+            // rows' code words of the tile, on rows' threads (a word of 16 rows each); rows copies
+            // them out and cols transposes them. Rows padded by a word: cols' column reads
+            // (rows 4 apart across a warp) then conflict 4-way, not 32-way.
+            rows_words.compute_at(first, xo)
+                .store_in(MemoryType::GPUShared)
+                .split(y, yt, y, R, TailStrategy::RoundUp)
+                .reorder(y, x, yt)
+                .unroll(y)
+                .gpu_threads(x, yt)
+                .bound_extent(x, T / 4)
+                .bound_extent(y, T)
+                .bound_storage(x, T / 4 + 1);
+        }
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (!bs->scale.defined()) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'
@@ -932,7 +975,9 @@ private:
             // Axiswise pass 1 keeps the maxima (its sinks' atomics read them), not scales.
             Func kept = row_sink ? bs->amax.in() : bs->scale;
             kept.compute_at(first, xo).store_in(MemoryType::GPUShared);
-            if (square) {
+            if (square && block_max_lanes == 256) {
+                schedule_block_max_patches(*bs, first, kept);
+            } else if (square) {
                 Var t("t");
                 bs->amax.compute_at(first, xo);
                 Func per_lane = bs->amax.update().rfactor(bs->r.x, t);
@@ -958,6 +1003,34 @@ private:
                 }
             }
         }
+    }
+
+    // block2d's 128 x 128 maximum in the tiles, block_max_lanes = 256: 256 threads each reduce an
+    // 8 x 8 patch of the staged tile (8 rows of 16 bytes), 16 threads fold a column of 16 patches
+    // each, and the thread computing the scale folds those 16: 8 + 16 + 16 dependent steps per
+    // tile where 128 threads down a column and one thread over them took 128 + 128.
+    void schedule_block_max_patches(BlockScales &bs, Func first, Func scale) {
+        RVar rxo("rxo"), rxi("rxi"), ryo("ryo"), ryi("ryi");
+        Var u("u"), v("v"), t("t"), lo("lo"), hi("hi");
+        Func patch = bs.amax.update().split(bs.r.x, rxo, rxi, 8).split(bs.r.y, ryo, ryi, 8).rfactor({{rxo, u}, {ryo, v}});
+        Func column = bs.amax.update().rfactor(ryo, v);
+        // Each stage's maxima accumulate in registers; the wrappers hold them in shared memory.
+        Func patches = patch.in(column), columns = column.in(bs.amax);
+        patches.compute_at(first, xo)
+            .store_in(MemoryType::GPUShared)
+            .fuse(u, v, t)
+            .split(t, hi, lo, 32)
+            .gpu_threads(lo, hi);
+        patch.compute_at(patches, lo);
+        patch.update().unroll(rxi).unroll(ryi);
+        columns.compute_at(first, xo).store_in(MemoryType::GPUShared).gpu_threads(v);
+        column.compute_at(columns, v);
+        column.update().unroll(rxo);
+        // The scale's one thread as a thread loop, so that its fold stays in registers (at the
+        // block level each unrolled step was a stage of its own, a barrier each).
+        scale.gpu_threads(scale.args()[0]);
+        bs.amax.compute_at(scale, scale.args()[0]);
+        bs.amax.update().unroll(ryo);
     }
 
     // A consumer's block scales inside its GPU block (loop `at`), in shared memory.

@@ -119,6 +119,7 @@ ModuleLoadDataEx module_load_data_ex = nullptr;
 constexpr int kAttributeComputeCapabilityMajor = 75;  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
 constexpr int kAttributeComputeCapabilityMinor = 76;
 constexpr CUresult kErrorInvalidPtx = 218;            // CUDA_ERROR_INVALID_PTX
+constexpr CUresult kErrorNotSupported = 801;          // CUDA_ERROR_NOT_SUPPORTED
 thread_local std::string ptx_load_error;
 
 // 10 * major + minor of device `dev`, 0 if unknown.
@@ -240,6 +241,31 @@ size_t max_window_bytes() {
     return size_t(bytes);
 }
 
+// Halide launches with the dynamic shared memory its kernels need but never opts in above the
+// 48 KiB a launch gets by default; a kernel that needs more (up to the device's opt-in maximum:
+// 99 KiB on sm_86 / sm_89, 227 KiB on sm_90) is raised to its size once (a function attribute,
+// legal inside a graph capture). Past the maximum the attribute fails and so does the launch.
+constexpr unsigned kDefaultSharedBytes = 48 * 1024;
+constexpr int kFuncAttributeMaxDynamicSharedBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+
+CUresult opt_in_shared_bytes(void *f, unsigned shared_bytes) {
+    using FuncSetAttribute = CUresult (*)(void *, int, int);
+    static const FuncSetAttribute set_attribute = [] {
+        FuncSetAttribute fn = nullptr;
+        bind_symbol(libcuda(), fn, "cuFuncSetAttribute");
+        return fn;
+    }();
+    static std::mutex mutex;
+    static std::map<void *, unsigned> raised;  // each kernel's limit as set (kernels live as long as their modules)
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = raised.find(f);
+    if (it != raised.end() && it->second >= shared_bytes) return 0;
+    if (!set_attribute) return kErrorNotSupported;
+    const CUresult r = set_attribute(f, kFuncAttributeMaxDynamicSharedBytes, int(shared_bytes));
+    if (r == 0) raised[f] = shared_bytes;
+    return r;
+}
+
 CUresult launch_kernel_with_window(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                    unsigned bz, unsigned shared_bytes, void *stream, void **params, void **extra) {
     static const LaunchKernelEx launch_ex = [] {
@@ -247,6 +273,9 @@ CUresult launch_kernel_with_window(void *f, unsigned gx, unsigned gy, unsigned g
         bind_symbol(libcuda(), fn, "cuLaunchKernelEx");
         return fn;
     }();
+    if (shared_bytes > kDefaultSharedBytes) {
+        if (const CUresult r = opt_in_shared_bytes(f, shared_bytes); r != 0) return r;
+    }
     const size_t window_bytes = streaming_bytes ? std::min(streaming_bytes, max_window_bytes()) : 0;
     if (!launch_ex || window_bytes == 0) {
         return launch_kernel(f, gx, gy, gz, bx, by, bz, shared_bytes, stream, params, extra);

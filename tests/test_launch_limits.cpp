@@ -55,7 +55,7 @@ long constant_of(const std::string &e) {
 
 }  // namespace
 
-TEST_CASE("CUDA launches: constant threads per block within 1024, shared memory within 48 KiB where it is constant") {
+TEST_CASE("CUDA launches: constant threads per block within 1024, shared memory within the opt-in limit where it is constant") {
     std::set<std::string> ops;
     int checked = 0;
     for (const schedx::Variant &v : schedx::registry()) {
@@ -70,10 +70,11 @@ TEST_CASE("CUDA launches: constant threads per block within 1024, shared memory 
             const long tx = constant_of(l.dims[3]), ty = constant_of(l.dims[4]), tz = constant_of(l.dims[5]);
             CHECK((tx > 0 && ty > 0 && tz > 0));
             CHECK(tx * ty * tz <= 1024);
-            // Halide's runtime asks for no more than the default 48 KiB of dynamic shared memory.
-            // Some general variants size theirs per call (-1 here); the rest must fit.
+            // A launch gets 48 KiB of dynamic shared memory; schedx's launch wrapper opts in above
+            // that, up to 99 KiB on every device from sm_80 (sm_86 / sm_89's maximum), so only
+            // variants that need sm_80 may. Some general variants size theirs per call (-1 here).
             const long shared = constant_of(l.dims[6]);
-            CHECK(shared <= 48 * 1024);
+            CHECK(shared <= (v.min_sm >= 80 ? 99 : 48) * 1024);
             // The quantize first pass: constant shared memory, strips along the grid's x (any M).
             if (v.param("axis_pass") == "first") {
                 CHECK(shared >= 0);

@@ -90,16 +90,21 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # what the last sessions built or changed without a full GPU run (one device call, about 3 minutes).
-      # Nothing is pending since c6d718d; this is the last call's form: the b64 tensor-core forms forced (quick)
-      # and timed after a dirty L2 against the planes path at issue 31's M = 48 / 64 shapes.
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="mma_b64_r" timeout 90 build/tests/schedx_cuda_w8_tests \
-        -tc="every CUDA w8_linear variant*" > "$out/pending_w8_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_w8_tests.log"
-      timeout 100 build/tools/schedx-explore --op w8_linear --device cuda --dirty-cache --configs bf16 --db "$out/pending_tuning.jsonl" \
-        --variants _mma_b64_r,planes_cublas_i8 --shapes 64x14336x4096,48x14336x4096,64x8192x8192 \
-        > "$out/pending_w8.md" 2>&1 || rc=1
-      grep -h "dispatch chose" "$out"/pending_*.md ;;
+    pending)  # built without a GPU run (one device call, about 3 minutes): the block2d candidates of
+      # docs/quantize_fp8.md forced bit for bit and under memcheck (the 50 KiB one needs the runtime's
+      # shared-memory opt-in), then timed beside the listed block2d tile against a copy of the same bytes.
+      filter="block2d_bf16_e4m3_t128r16_cvt_vec"
+      SCHEDX_TEST_VARIANTS=$filter timeout 150 build/tests/schedx_cuda_quantize_tests \
+        -tc="every CUDA quantize_fp8 variant*" > "$out/pending_quantize_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_quantize_tests.log"
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=$filter timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_quantize_tests -tc="every CUDA quantize_fp8 variant*" \
+        > "$out/pending_sanitizer_memcheck_quantize.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_sanitizer_memcheck_quantize.log"
+      timeout 150 build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs block2d \
+        --db "$out/pending_tuning.jsonl" --variants "$filter" --shapes 8192x8192,4096x14336,16384x4096 \
+        > "$out/pending_quantize_block2d.md" 2>&1 || rc=1
+      grep -E "^## |^\| +[0-9]+ \||dispatch chose" "$out/pending_quantize_block2d.md" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

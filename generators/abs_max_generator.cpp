@@ -166,11 +166,6 @@ private:
         per_lane.update().vectorize(lane);
     }
 
-    // One block per threads_x * load_words units by threads_y * rows_per_thread rows; every
-    // thread's loads are issued into registers before its reduction (16-byte vectors for word
-    // I/O), its warp meets in one REDUX, one thread folds the warps' maxima from shared memory
-    // and issues the block's RED. H200: 94-99% of a read-only kernel (t32x8r16w4 best at every
-    // shape, 33.8 us at bf16 8192^2; the element-load pass it replaced: 2.0-2.3 TB/s).
     // What the CUDA kernels' loads assume of the input and the block sink (the CPU builds too).
     void constrain_cuda_input() {
         block_sink->dim(0).set_min(0);
@@ -183,6 +178,12 @@ private:
         }
     }
 
+    // One block per threads_x * load_words units by threads_y * rows_per_thread rows; every
+    // thread's loads are issued into registers before its reduction (16-byte vectors for word
+    // I/O), its warp meets in one REDUX, one thread folds the warps' maxima from shared memory
+    // and issues the block's RED. H200: t32x8r16w4, the best at every shape, 94-99% of a
+    // read-only kernel, 33.8 us at bf16 8192^2 (gpu_checks_2026-12-05_h200_d4b62eb.md); the
+    // element-load pass it replaced: 2.0-2.3 TB/s.
     void schedule_cuda() {
         const int TX = threads_x, TY = threads_y, group = word_io ? 4 : 1;
         // One thread per block issues its atomic (split by 1 so that the loops carry names).

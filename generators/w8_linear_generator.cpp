@@ -9,10 +9,7 @@
 // W in x's dtype (exact: every int8 is a bf16 and an fp16), `epilogue` turns the GEMM's
 // fp32 result into y with the scale and bias. `rescale` instead scales a y that the GEMM
 // wrote in x's dtype, in place: two roundings, as PyTorch's own linear(...) * scales, for
-// half the epilogue's traffic and no fp32 result. Tried and removed: the scales as a
-// per-row alpha vector of cuBLASLt (POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO), one
-// rounding and no pass over y; cuBLASLt 13 on the H200 has no bf16 or fp16 algorithm
-// for it (heuristic status 15, not supported).
+// half the epilogue's traffic and no fp32 result.
 //
 // `planes` and `planes_epilogue` split it around cuBLAS's int8 GEMM (int32 accumulation,
 // tensor cores) instead, which reads W once as int8 and never converts it: each row of x
@@ -503,7 +500,7 @@ private:
     // Any shape, leading dimension and alignment: one warp per output, its 32 lanes
     // striding over K with element loads and guarded tails, the partials summed by warp
     // shuffles. The reference the tuned schedules are checked against. H200, N = K = 8192:
-    // M = 1 56.6 us, M = 16 615 us (2.6x / 3.8x the best fast variant): one output per warp
+    // M = 1 56.6 us, M = 16 615 us (2.6x / 3.8x the best tuned variant): one output per warp
     // re-reads x for every output and loads 2-byte elements.
     void schedule_cuda_general() {
         RVar ro("ro"), rl("rl");
@@ -565,7 +562,7 @@ private:
             lane_sum.update(1).reorder(m, n, rt.x, rt.y, l).unroll(m).unroll(n).unroll(rt.x).gpu_lanes(l);
         } else if (k_tail) {
             // One W word (4 elements) per iteration: the whole vector unrolled took
-            // b8_r8w4_coalesced_ktail from 4264 to 6936 SASS instructions. Not yet timed on a GPU.
+            // b8_r8w4_coalesced_ktail from 4264 to 6936 SASS instructions.
             RVar wo("wo"), wi("wi");
             lane_sum.update(1).split(rt.x, wo, wi, 4).reorder(m, n, wi, wo, rt.y, l).unroll(m).unroll(n).unroll(wi).gpu_lanes(l);
         }
@@ -738,11 +735,9 @@ private:
     // each warp walks its whole row. Here a block owns rows_per_warp columns and split_k
     // warps share their K range, each in the GEMV's lane layout over every split_k-th
     // group; the parts meet in shared memory and one thread per column adds them.
-    // H200, M = 1 (explore_w8_splitk_2026-12-03_h200_140082f.md): (N, K) = (1024, 14336)
-    // splitk4_r2w4 8.30 us against 11.60 for the best GEMV, (2048, 8192) 7.79 against 8.36;
-    // within 4% of the GEMV at N = 256..1024 and K = 8192. S = 4 is the widest split whose
-    // step (2048) divides K = 14336. The version before this one (rfactor over lanes and
-    // parts, 32-step lane loop) took 2.5x the GEMV even at N = 128.
+    // H200, M = 1, (N, K) = (1024, 14336): splitk4_r2w4 8.30 us against 11.60 for the best
+    // GEMV (explore_w8_splitk_2026-12-03_h200_140082f.md). S = 4 is the widest split whose
+    // step (2048) divides K = 14336.
     void schedule_cuda_splitk() {
         const int R = rows_per_warp, S = split_k;
         constrain_words();
@@ -759,14 +754,9 @@ private:
         schedule_lanes(part, s, R, 1);
     }
 
-    // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores
-    // of x's dtype per thread. H200, N = K = 8192: 160 us under ncu while the stores were
-    // 4-byte pieces (no alignment known); with the two 16-byte stores the whole path (this,
-    // the fp32 GEMM and the epilogue) went from 368 to 256 us at M = 1024 and from 973 to
-    // 872 us at M = 4096. Encoding the exact int8 values by shift instead of the rounding
-    // bf16 encoder (ncu: 80% SM throughput) took it from 53.8 to 51.7 us
-    // (bench/torch_kernels.py) against 49.5 for torch.compile's Triton kernel; 8 int8 and
-    // one 16-byte store per thread took 62.8.
+    // Dequantize for the cuBLAS path: 16-byte loads of W (16 int8) to two 16-byte stores of
+    // x's dtype per thread, the exact int8 values encoded by shift, cheaper than the rounding
+    // bf16 encoder (H200 times at the coalesced form below, gpu_checks_2026-12-04_h200_34a0b15.md).
     void schedule_dequantize() {
         w->dim(0).set_min(0).set_extent((w->dim(0).extent() / 4) * 4);
         w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);

@@ -59,11 +59,9 @@ TileShape tile_shape(const Variant &v) {
 
 // Word-I/O tiled variants take 16-byte aligned pointers and rows and at least one tile;
 // a ragged M or K runs as whole tiles plus the last tile row or column shifted inwards
-// (tile_cover.h), whose pointers must be 16-byte aligned too. H200, t64r8w4, 12000x6000:
-// 110.5 us against 264.1 for the general variant, 1.41x the time per byte of 12288x6144
-// (bench/results/ragged_2026-12-04_h200_2bb49d7.md). Element-I/O tiled variants need only
-// one tile (the ABI has checked element alignment). Autoscheduled variants take the shapes
-// their generated bounds accept.
+// (tile_cover.h), whose pointers must be 16-byte aligned too. Element-I/O tiled variants
+// need only one tile (the ABI has checked element alignment). Autoscheduled variants take
+// the shapes their generated bounds accept.
 bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (!v.param("autoscheduler").empty()) {
         PipelineCall query(v, nullptr);

@@ -5,7 +5,8 @@
 # amax's 1 / scale takes the float division's slow path by one CALL, as in the integer
 # variants), F2FP (the fp8 pair conversions), LDG.E.NA (loads the evict-first rewrite marked),
 # HMMA (the tensor-core mma), LDL/STL (local memory: fragments that left registers).
-# Needs ptxas and cuobjdump (the GPU machine has both). Usage: tools/ptx_rewrite_check.sh [BUILD_DIR]
+# Needs ptxas and cuobjdump (cuobjdump: the GPU machine's, or the copy in .venv's triton wheel).
+# Usage: tools/ptx_rewrite_check.sh [BUILD_DIR]
 set -euo pipefail
 build=${1:-build}
 tmp=$(mktemp -d)

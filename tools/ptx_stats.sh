@@ -6,7 +6,7 @@
 # Usage: tools/ptx_stats.sh build/runtime/*.stmt
 # MAXRREG=<n>: compile with that register cap (as the JIT does for jit_max_registers).
 # SASS_DIR=<dir>: also write each kernel's SASS there and print its opcode counts
-# (tools/sass_opcodes.py; cuobjdump is on the GPU machine only).
+# (tools/sass_opcodes.py; cuobjdump: the GPU machine's, or the copy in .venv's triton wheel).
 set -euo pipefail
 ptxas=${PTXAS:-/usr/local/cuda/bin/ptxas}
 tmp=$(mktemp -d)

@@ -8,9 +8,10 @@
  *   pointers (cudaMalloc, PyTorch) and runs in the context that owns them (the primary
  *   context) on `stream` (a cudaStream_t, NULL for the legacy default stream). Calls are
  *   asynchronous on CUDA; nothing is allocated per call.
- * - Calls may be captured into CUDA graphs. Scratch (large-M w8_linear, fused amax) is
- *   kept per stream, and a graph keeps the scratch of the stream it was captured on: do
- *   not replay it concurrently with other schedx calls on that stream.
+ * - Calls may be captured into CUDA graphs. Scratch (abs_max; w8_linear's cuBLAS, int8
+ *   planes and K = 0 paths; the cast's fused amax and side streams; quantize_fp8's axiswise
+ *   passes) is kept per stream, and a graph keeps the scratch of the stream it was captured
+ *   on: do not replay it concurrently with other schedx calls on that stream.
  * - Sizes may be 0: an empty operand is valid, as in PyTorch (an MoE expert that received
  *   no tokens). A pointer to an empty matrix may be NULL and is never read or written.
  * - Every call returns a schedx_status; on failure schedx_last_error() (thread-local)
@@ -80,7 +81,7 @@ const char *schedx_status_name(schedx_status status);
 /* The variant registry (schedules/variants.json), in its order. */
 typedef struct schedx_variant_info {
     const char *name;   /* e.g. "cast_transpose_bf16_e4m3_t64r4w4" */
-    const char *op;     /* "cast_transpose", "abs_max", "w8_linear" */
+    const char *op;     /* e.g. "cast_transpose", "w8_linear", "quantize_fp8" (variants.json's operators) */
     const char *device; /* "cpu" or "cuda" */
     const char *params; /* generator parameters, "key=value ..." */
 } schedx_variant_info;
@@ -99,13 +100,13 @@ schedx_status schedx_get_variant(int index, schedx_variant_info *info);
  * M = 0 or K = 0 launches no cast: rows and cols are empty (x, rows and cols may be NULL,
  * both at once), amax is 0 and scale_inv 1 / scale (on CUDA written in stream order by one
  * one-thread kernel after a 4-byte memset).
- * The tiled fast path takes M and K of at least one tile (64 or 128). 16-byte aligned
+ * The tiled path takes M and K of at least one tile (64 or 128). 16-byte aligned
  * pointers and leading dimensions run word tiles, a ragged M or K as whole tiles plus the
  * last tile row or column shifted inwards (up to four launches, which then need M (with
  * cols) and K (with rows) in 16-byte steps, and K * element size too); other rows (2-byte
- * aligned, dense outputs of a ragged M or K) run element tiles. On CUDA, M or K of at most 16
- * runs one thread per element of the long dimension (both outputs in one kernel); M and K
- * of 17 to 63 run the general variant. */
+ * aligned, dense outputs of a ragged M or K) run element tiles. On CUDA, K of at most 63 or
+ * M of at most 16 runs one thread per element of the long dimension (both outputs in one
+ * kernel); M of 17 to 63 runs the general variant. */
 schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
                                         const float *scale, schedx_fp8_format format, uint8_t *rows,
                                         int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,
@@ -135,12 +136,13 @@ schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m
  * as PyTorch's F.linear(x, W.to(x.dtype)) * scales does.
  * M = 0 or N = 0 writes nothing. K = 0 makes every sum 0: y[m][n] = 0 * scales[n] (+ bias[n]),
  * rounded once (NaN where a scale is inf or NaN); on CUDA one epilogue kernel after a memset.
- * Fast paths (any N): M = 1 (GEMV) and M <= 16 (small batch), for K a multiple of 4 with
- * x's and w's row pitches and pointers in steps of 8 and 4 bytes (16 bytes each, and K a
- * multiple of 16, for the widest loads); a K off their 256- to 2048-element steps adds one
- * guarded step (those kernels also take M > 16, one pass over W per 16 rows). On CUDA with cuBLAS
- * present (K a multiple of 16, w and its pitch 16-byte aligned) two tensor-core paths use
- * a workspace cached per device and stream (grown on demand, never freed):
+ * GEMV and small-batch kernels (any N): M = 1 (GEMV) and M <= 16 (small batch); their word
+ * forms take K a multiple of 4 with x's and w's row pitches and pointers in steps of 8 and 4
+ * bytes (16 bytes each, and K a multiple of 16, for the widest loads); a K off their 256- to
+ * 2048-element steps adds one guarded step (those kernels also take M > 16, one pass over W
+ * per 16 rows). On CUDA with cuBLAS present (K a multiple of 16, w and its pitch 16-byte
+ * aligned) two tensor-core paths use a workspace cached per device and stream (grown on
+ * demand, never freed):
  * - the int8 planes path (M <= 1024, K <= 2^17): each row of x becomes three int8 digit
  *   planes of one integer multiple of a power of two, multiplied by W as stored (int32,
  *   exact). Elements within 14 binades of their row's largest |x| (11 for fp16) enter
@@ -150,15 +152,17 @@ schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m
  *   bf16/fp16 GEMM.
  * Split-K tensor-core kernels (mma.sync, fp32 sums, sm_80 and later) take N * K >= 2^24 with K
  * in whole steps of 64 x split_k elements (64 for their k_tail forms): M = 3..16 with bf16 x
- * (with or without bias) or fp16 x without bias, and M = 17..64 with bf16 x and scales, no bias;
- * for M = 3..16 with bf16 x and scales, no bias, their 4- and 8-byte-load k_tail forms take K
- * a multiple of 4 (rows of w 4-byte and of x 8-byte aligned).
+ * and bf16 scales (with or without bias) or fp16 x and fp32 scales without bias, and M = 17..64
+ * with bf16 x and scales, no bias; for M = 3..16 with bf16 x and scales, no bias, their 4-
+ * and 8-byte-load k_tail forms take K a multiple of 4 (rows of w 4-byte and of x 8-byte
+ * aligned).
  * The tuning database picks among them per shape. Without a record (rules from H200
  * measurements): the split-K tensor-core kernels where they run (but not M = 33..64 past
  * N = 12288); M = 7..128 past 2^27 multiply-adds and N a multiple of 16 take the planes
  * path; otherwise the small-batch kernels up to M = 16, then the dequantize path past 2^24
  * multiply-adds.
- * Every other call runs the general variant. */
+ * The element-I/O GEMV and small-batch kernels take any K, pitch and alignment; the general
+ * variant runs only when forced or tuned to. */
 schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const int8_t *w,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,
                                const void *bias, void *y, int64_t ldy, schedx_device device, void *stream);
@@ -229,8 +233,9 @@ schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k, int64_t l
 schedx_status schedx_quantize_fp8_scale_shape(schedx_fp8_recipe recipe, int64_t m, int64_t k, int columnwise,
                                               int64_t *n_rows, int64_t *n_cols);
 
-/* Forces the variant of `op` ("cast_transpose", "w8_linear") by registry name for the
- * calls that follow in this process; NULL or "" returns to automatic dispatch. */
+/* Forces the variant of `op` ("cast_transpose", "abs_max", "w8_linear", "quantize_fp8",
+ * "quantize_fp8_axis_codes") by registry name for the calls that follow in this process;
+ * NULL or "" returns to automatic dispatch. */
 schedx_status schedx_force_variant(const char *op, const char *variant);
 
 /* Which variant the last call of `op` on this thread ran, and why it was chosen

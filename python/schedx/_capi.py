@@ -69,7 +69,7 @@ CAST_TRANSPOSE_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr, _i64, _pt
 CAST_TRANSPOSE_CURRENT_SCALING_ARGS = [_ptr, _i64, _i64, _i64, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _ptr,
                                       _ptr, _int, _ptr]
 ABS_MAX_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr]
-# Planned in issue 3; bound only when the loaded library exports it.
+# Bound only when the loaded library exports it.
 W8_LINEAR_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _int, _ptr]
 
 _lock = threading.Lock()

@@ -1,6 +1,7 @@
-"""fp8 quantization with per-block scales (schedx_quantize_fp8, docs/quantize_fp8.md):
-TransformerEngine's blockwise 1x128 / 128x128 recipes and MXFP8, both GEMM operands from
-one read of x. Plain ctypes over the C ABI through _capi's loader.
+"""fp8 quantization with per-block or per-axis scales (schedx_quantize_fp8,
+docs/quantize_fp8.md): TransformerEngine's blockwise 1x128 / 128x128 recipes, MXFP8 and
+torchao's axiswise ("rowwise") recipe, both GEMM operands from one call. Plain ctypes
+over the C ABI through _capi's loader.
 """
 
 import ctypes

@@ -103,6 +103,10 @@ public:
     // staged in shared memory beside the input tile: each element encoded once, 50 KiB of shared
     // memory (the runtime opts in above 48 KiB).
     GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
+    // cuda_tiled block1d, both outputs: the tile's 128 row and 128 column block maxima and their
+    // scales as one 256-thread stage (rows on half the threads, columns on the other half)
+    // where two 128-thread stages ran one after the other.
+    GeneratorParam<bool> merged_maxima{"merged_maxima", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
     // CUDA algorithm (encoder=ptx included) for the CPU, linking C stand-ins for the schedx_ptx_
@@ -123,6 +127,10 @@ public:
         const Type code_t = vector_io ? UInt(32) : UInt(8);
         if (cols_from_rows && !(recipe == Recipe::block2d && sched.value() == "cuda_tiled" && vector_io && outputs == Outputs::both)) {
             throw std::invalid_argument("cols_from_rows takes recipe block2d, schedule cuda_tiled, vector_io and both outputs");
+        }
+        if (merged_maxima && !(recipe == Recipe::block1d && sched.value() == "cuda_tiled" && outputs == Outputs::both &&
+                               in_type != ElemType::fp32)) {
+            throw std::invalid_argument("merged_maxima takes recipe block1d, schedule cuda_tiled, 16-bit inputs and both outputs");
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
@@ -209,8 +217,9 @@ public:
         // (k, block along M); block2d's are indexed by block (bx, by) in both.
         const bool square = recipe == Recipe::block2d;
         const bool tiled = sched.value() == "cuda_tiled";
+        if (merged_maxima) make_merged_scales();
         if (rows) {
-            rows_scale_for_q = make_scales("rows_q", true);
+            if (!merged_maxima) rows_scale_for_q = make_scales("rows_q", true);
             rows_operand(x, y) = rows_scale_for_q.factors.defined()
                                      ? by_factors(value(x, y), rows_scale_for_q.factors(x / B, y))
                                      : scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
@@ -228,7 +237,7 @@ public:
         if (cols) {
             if (tiled && square && rows) {
                 cols_scale_for_q = rows_scale_for_q;
-            } else {
+            } else if (!merged_maxima) {
                 cols_scale_for_q = make_scales("cols_q", false);
             }
         }
@@ -294,6 +303,7 @@ public:
             for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q, &rows_scale_for_array, &cols_scale_for_array}) {
                 if (b->amax.defined()) b->amax.compute_root();
             }
+            if (merged_maxima) merged_amax.compute_root();
             return;
         }
         if (sched.value() == "cpu") {
@@ -316,6 +326,8 @@ private:
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_words{"rows_words"};  // cols_from_rows: rows' code words, staged per tile
+    Func merged_amax{"merged_amax"}, merged_scale{"merged_scale"};  // merged_maxima: (i, which, bx, by)
+    RDom merged_r;
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
@@ -368,6 +380,28 @@ private:
             b.factors(u, w) = mx_factors(b.scale(u, w));
         }
         return b;
+    }
+
+    // merged_maxima (block1d tiles): block (i, which) of tile (bx, by) is row i's 1 x 128 block
+    // (which 0) or column i's 128 x 1 block (which 1); rows' and cols' block scales read it.
+    void make_merged_scales() {
+        const int B = 128;
+        Var i("i"), which("which");
+        RDom r(0, B, "merged_r");
+        Expr row = which == 0;
+        merged_amax(i, which, bx, by) = u32(0);
+        merged_amax(i, which, bx, by) =
+            max(merged_amax(i, which, bx, by),
+                absx16(bx * B + select(row, r, i), by * B + select(row, i, r)));
+        merged_scale(i, which, bx, by) =
+            scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, which, bx, by), in_type)));
+        merged_r = r;
+        rows_scale_for_q = BlockScales{Func("rows_q_amax"), Func("rows_q_scale"), RDom(), true};
+        cols_scale_for_q = BlockScales{Func("cols_q_amax"), Func("cols_q_scale"), RDom(), false};
+        rows_scale_for_q.amax(bx, y) = merged_amax(y % B, 0, bx, y / B);
+        rows_scale_for_q.scale(bx, y) = merged_scale(y % B, 0, bx, y / B);
+        cols_scale_for_q.amax(x, by) = merged_amax(x % B, 1, x / B, by);
+        cols_scale_for_q.scale(x, by) = merged_scale(x % B, 1, x / B, by);
     }
 
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
@@ -966,8 +1000,24 @@ private:
                 .bound_extent(y, T)
                 .bound_storage(x, T / 4 + 1);
         }
+        if (merged_maxima) {
+            // 256 threads: rows' 128 blocks on the first 4 warps, the columns' on the last 4; each
+            // thread's maximum in registers, 8 loads a step (single 2-byte loads on both sides: the
+            // select of the side in the address keeps the rows from 16-byte loads).
+            Var i = merged_scale.args()[0], which = merged_scale.args()[1], t("t"), lo("lo"), hi("hi");
+            RVar ro("ro"), ri("ri");
+            merged_scale.compute_at(first, xo)
+                .store_in(MemoryType::GPUShared)
+                .fuse(i, which, t)
+                .split(t, hi, lo, 32)
+                .gpu_threads(lo, hi)
+                .bound_storage(i, T)
+                .bound_storage(which, 2);
+            merged_amax.compute_at(merged_scale, lo);
+            merged_amax.update().split(merged_r.x, ro, ri, 8).unroll(ri);
+        }
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
-            if (!bs->scale.defined()) continue;
+            if (!bs->scale.defined() || merged_maxima) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'
             // The 128 reducing threads as 32 x 4, inside the 32 x (128 / R) grid of the
             // other stages (a 128-wide stage would make every block 128 threads wide).

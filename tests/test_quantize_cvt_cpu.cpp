@@ -18,6 +18,7 @@
 #include "quantize_cvt_block2d_e4m3.h"
 #include "quantize_cvt_mx_e4m3.h"
 #include "quantize_cvt_mx_e5m2.h"
+#include "quantize_cvt_block1d_e4m3_merged.h"
 #include "quantize_cvt_block1d_e4m3_words.h"
 #include "quantize_cvt_block2d_e4m3_cols_from_rows.h"
 #include "quantize_cvt_block2d_e4m3_words.h"
@@ -88,6 +89,7 @@ const CvtLibrary kLibraries[] = {
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3_words), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3_merged), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_words), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_cols_from_rows), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2_words), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},

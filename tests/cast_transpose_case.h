@@ -73,6 +73,10 @@ inline std::string check_cast_transpose(CastTransposeCase c, const std::function
     std::ostringstream err;
     if (s != SCHEDX_OK) {
         err << "status " << s << ": " << schedx_last_error();
+        // A refused call writes nothing.
+        for (Guarded *g : {&rows, &cols, &amax, &scale_inv}) {
+            if (!g->untouched()) err << " (and an output was written)";
+        }
         return err.str();
     }
     const ref::Fp8Table &t = c.format == SCHEDX_E5M2 ? ref::e5m2() : ref::e4m3fn();

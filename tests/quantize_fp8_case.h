@@ -50,12 +50,15 @@ inline std::string check_quantize(QuantizeCase c, const std::function<uint32_t(i
     int64_t rs_r, rs_c, cs_r, cs_c;
     REQUIRE(schedx_quantize_fp8_scale_shape(o.recipe, c.m, c.k, 0, &rs_r, &rs_c) == SCHEDX_OK);
     REQUIRE(schedx_quantize_fp8_scale_shape(o.recipe, c.m, c.k, 1, &cs_r, &cs_c) == SCHEDX_OK);
-    // Padding between rows of x holds NaN, which would show in the outputs if it were read.
+    // Padding between rows of x holds NaN and the dtype's largest finite value in turn: a read
+    // of it would show in the outputs (NaN alone could not: the block recipes' maxima skip it).
     Guarded x(size_t(c.m) * c.ldx * eb, 0), rows(size_t(c.m) * c.ld_rows), cols(size_t(c.k) * c.ld_cols),
         rows_scale(size_t(rs_r * rs_c) * sb), cols_scale(size_t(cs_r * cs_c) * sb);
     for (int64_t i = 0; i < c.m; i++) {
         for (int64_t j = 0; j < c.ldx; j++) {
-            const uint32_t v = j < c.k ? bits(i, j) : (eb == 2 ? 0x7FC1u : 0x7FC00001u);
+            const uint32_t nan = eb == 2 ? 0x7FC1u : 0x7FC00001u;
+            const uint32_t largest = c.dtype == SCHEDX_BF16 ? 0x7F7Fu : (c.dtype == SCHEDX_FP16 ? 0x7BFFu : 0x7F7FFFFFu);
+            const uint32_t v = j < c.k ? bits(i, j) : ((j - c.k) % 2 == 0 ? nan : largest);
             std::memcpy(x.data() + (size_t(i) * c.ldx + j) * eb, &v, eb);
         }
     }
@@ -64,6 +67,10 @@ inline std::string check_quantize(QuantizeCase c, const std::function<uint32_t(i
     std::ostringstream err;
     if (s != SCHEDX_OK) {
         err << "status " << s << ": " << schedx_last_error();
+        // A refused call writes nothing.
+        for (Guarded *g : {&rows, &cols, &rows_scale, &cols_scale}) {
+            if (!g->untouched()) err << " (and an output was written)";
+        }
         return err.str();
     }
     auto value = [&](int64_t i, int64_t j) { return qref::decode(c.dtype, bits(i, j)); };

@@ -66,10 +66,10 @@ float run(const BlocksLibrary &lib, const test::AbsMaxInput &in, std::string *er
 }  // namespace
 
 TEST_CASE("abs_max CUDA algorithm on the CPU: ragged shapes, padded rows, NaN, inf and the largest at every place") {
-    int checked = 0;
     for (const BlocksLibrary &lib : kLibraries) {
         const std::string lib_name = lib.library.name;
         CAPTURE(lib_name);
+        int checked = 0;  // per library: the word kernels take only the 16-byte shapes
         const int eb = test::elem_bytes_of(lib.type);
         for (const test::Shape &s : test::ragged_shapes()) {
             // Word kernels read 16-byte vectors: rows and their pitch in whole vectors.
@@ -93,6 +93,6 @@ TEST_CASE("abs_max CUDA algorithm on the CPU: ragged shapes, padded rows, NaN, i
             CHECK(error == "");
             checked++;
         }
+        CHECK(checked >= 6);
     }
-    CHECK(checked >= 20);
 }

@@ -10,12 +10,13 @@ using test::AbsMaxInput;
 
 namespace {
 
-// amax of `in` by the CPU path, or NaN bits 0xFFFFFFFF left in place if nothing was written.
+// amax of `in` by the CPU path (the poison 0xA5A5A5A5 left in place if nothing was written).
 float cpu_abs_max(const AbsMaxInput &in, schedx_status *status) {
     const std::vector<uint8_t> bytes = in.bytes();
     test::Guarded x(bytes.size()), amax(4);
     std::memcpy(x.data(), bytes.data(), bytes.size());
     *status = schedx_abs_max(x.data(), in.m, in.k, in.ld, in.type, amax.as<float>(), SCHEDX_DEVICE_CPU, nullptr);
+    CHECK_MESSAGE(*status == SCHEDX_OK, schedx_last_error());  // every input here is valid
     CHECK(x.guards_intact());
     CHECK(amax.guards_intact());
     return *amax.as<float>();
@@ -115,4 +116,32 @@ TEST_CASE("abs_max: an empty input gives 0") {
         CHECK(ref::float_to_bits(*amax.as<float>()) == 0u);
     }
     CHECK(amax.guards_intact());
+}
+
+TEST_CASE("every CPU abs_max variant, forced: ragged and padded shapes, inf and NaN placed") {
+    const std::vector<schedx_variant_info> infos = test::variant_infos("abs_max", "cpu");
+    REQUIRE(infos.size() >= 3);
+    for (const schedx_variant_info &info : infos) {
+        auto p = test::params_of(info);
+        const schedx_dtype t = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
+        CAPTURE(info.name);
+        REQUIRE(schedx_force_variant("abs_max", info.name) == SCHEDX_OK);
+        uint32_t seed = 1;
+        for (const test::Shape &sh : test::ragged_shapes()) {
+            AbsMaxInput in = test::random_input(t, sh.m, sh.k, sh.ld, seed++);
+            CAPTURE(sh.m);
+            CAPTURE(sh.k);
+            // Last element inf, then NaN in the middle: the answer changes with each.
+            for (int step = 0; step < 3; step++) {
+                if (step == 1) in.at(sh.m - 1, sh.k - 1) = t == SCHEDX_FP32 ? 0xFF800000u : (t == SCHEDX_BF16 ? 0xFF80u : 0xFC00u);
+                if (step == 2) in.at(sh.m / 2, sh.k / 2) = t == SCHEDX_FP32 ? 0x7FC00001u : (t == SCHEDX_BF16 ? 0x7FC1u : 0x7E01u);
+                schedx_status s;
+                const float got = cpu_abs_max(in, &s);
+                REQUIRE(s == SCHEDX_OK);
+                CHECK_MESSAGE(same(got, in.want()), "step " << step << ": got " << got << ", want " << in.want());
+                CHECK(std::string(schedx_last_variant("abs_max")) == info.name);
+            }
+        }
+    }
+    CHECK(schedx_force_variant("abs_max", nullptr) == SCHEDX_OK);
 }

@@ -106,14 +106,20 @@ TEST_CASE("w8_linear: K = 0 gives y = 0 * scales (+ bias), rounded once to x's d
     const uint16_t want_bf16[4] = {0x3F80, 0x3F81, 0x3F80, 0x3F80};
     const uint16_t want_fp16[4] = {0x3C04, 0x3C04, 0x3C00, 0x3C01};
     const int64_t m = 3, n = 4, ldy = 6;
+    // bf16 scales and bias: 2, -0.5, inf, NaN and 1 + 2^-7, -2 (exact in both halves).
+    const uint16_t scales_bf16[4] = {0x4000, 0xBF00, 0x7F80, 0x7FC0}, bias_bf16[4] = {0x3F81, 0xC000, 0x3F80, 0x3F80};
+    const uint16_t want_bf16_of_bf16[2] = {0x3F81, 0xC000}, want_fp16_of_bf16[2] = {0x3C08, 0xC000};
     for (schedx_dtype x_dtype : {SCHEDX_BF16, SCHEDX_FP16}) {
+      for (schedx_dtype s_dtype : {SCHEDX_FP32, SCHEDX_BF16}) {
+        if (x_dtype == SCHEDX_FP16 && s_dtype == SCHEDX_BF16) continue;  // fp16 x takes fp32 or fp16 scales
         for (bool with_bias : {false, true}) {
-            CAPTURE(int(x_dtype)); CAPTURE(with_bias);
+            CAPTURE(int(x_dtype)); CAPTURE(int(s_dtype)); CAPTURE(with_bias);
             Guarded scales(16), bias(16), y(m * ldy * 2);
             const float scale_values[4] = {2.0f, -0.5f, as_float(0x7F800000), as_float(0x7FC00000)};  // inf, NaN
-            std::memcpy(scales.data(), scale_values, 16);
-            std::memcpy(bias.data(), bias_f32, 16);
-            REQUIRE(schedx_w8_linear(nullptr, m, 0, 0, x_dtype, nullptr, n, 0, scales.data(), SCHEDX_FP32,
+            const bool bf16_scales = s_dtype == SCHEDX_BF16;
+            std::memcpy(scales.data(), bf16_scales ? static_cast<const void *>(scales_bf16) : scale_values, bf16_scales ? 8 : 16);
+            std::memcpy(bias.data(), bf16_scales ? static_cast<const void *>(bias_bf16) : bias_f32, bf16_scales ? 8 : 16);
+            REQUIRE(schedx_w8_linear(nullptr, m, 0, 0, x_dtype, nullptr, n, 0, scales.data(), s_dtype,
                                      with_bias ? bias.data() : nullptr, y.data(), ldy, SCHEDX_DEVICE_CPU,
                                      nullptr) == SCHEDX_OK);
             const bool fp16 = x_dtype == SCHEDX_FP16;
@@ -127,6 +133,8 @@ TEST_CASE("w8_linear: K = 0 gives y = 0 * scales (+ bias), rounded once to x's d
                     } else if (c >= 2) {
                         // 0 * inf and 0 * NaN are NaN, whatever the bias.
                         CHECK((fp16 ? (got & 0x7C00) == 0x7C00 && (got & 0x3FF) : (got & 0x7F80) == 0x7F80 && (got & 0x7F)));
+                    } else if (with_bias && bf16_scales) {
+                        CHECK(got == (fp16 ? want_fp16_of_bf16[c] : want_bf16_of_bf16[c]));
                     } else if (with_bias) {
                         CHECK(got == (fp16 ? want_fp16[c] : want_bf16[c]));
                     } else {
@@ -135,8 +143,10 @@ TEST_CASE("w8_linear: K = 0 gives y = 0 * scales (+ bias), rounded once to x's d
                 }
             }
             CHECK(y.guards_intact());
-            CHECK(std::memcmp(bias.data(), bias_f32, 16) == 0);  // inputs are only read
+            // inputs are only read
+            CHECK(std::memcmp(bias.data(), bf16_scales ? static_cast<const void *>(bias_bf16) : bias_f32, bf16_scales ? 8 : 16) == 0);
         }
+      }
     }
 }
 
@@ -148,9 +158,11 @@ TEST_CASE("quantize_fp8: M = 0 or K = 0 writes only the axiswise scales of amax 
         for (schedx_fp8_recipe recipe : {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8,
                                          SCHEDX_RECIPE_AXISWISE}) {
             for (int pow2 : {0, 1}) {
+              for (schedx_fp8_format format : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
                 for (bool null_pointers : {false, true}) {
                     CAPTURE(shape.m); CAPTURE(shape.k); CAPTURE(int(recipe)); CAPTURE(pow2); CAPTURE(null_pointers);
-                    const schedx_quantize_fp8_options o{recipe, SCHEDX_E5M2, pow2, 0.0f, SCHEDX_MX_FLOOR};
+                    CAPTURE(int(format));
+                    const schedx_quantize_fp8_options o{recipe, format, pow2, 0.0f, SCHEDX_MX_FLOOR};
                     Guarded x(64), rows(64), cols(64), rows_scale(64), cols_scale(64);
                     const schedx_status s = schedx_quantize_fp8(
                         null_pointers ? nullptr : x.data(), shape.m, shape.k, shape.k, SCHEDX_BF16, &o,
@@ -164,7 +176,7 @@ TEST_CASE("quantize_fp8: M = 0 or K = 0 writes only the axiswise scales of amax 
                     // hold torchao's amax_to_scale of 0 (amax clamped to 1e-12).
                     const int64_t entries[2] = {recipe == SCHEDX_RECIPE_AXISWISE ? shape.m : 0,
                                                 recipe == SCHEDX_RECIPE_AXISWISE ? shape.k : 0};
-                    float want = float(57344.0 / 1e-12);
+                    float want = float((format == SCHEDX_E5M2 ? 57344.0 : 448.0) / 1e-12);
                     if (pow2) want = std::exp2(std::floor(std::log2(want)));
                     Guarded *arrays[2] = {&rows_scale, &cols_scale};
                     for (int i = 0; i < 2; i++) {
@@ -175,6 +187,7 @@ TEST_CASE("quantize_fp8: M = 0 or K = 0 writes only the axiswise scales of amax 
                         CHECK(arrays[i]->guards_intact());
                     }
                 }
+              }
             }
         }
     }

@@ -3,6 +3,7 @@
 // values, and every buffer its guard bytes.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -131,6 +132,56 @@ struct W8Args {
         return schedx_w8_linear(x, m, k, ldx, x_dtype, w, n, ldw, scales, scales_dtype, bias, y, ldy, device, nullptr);
     }
     Snapshot snapshot() { return Snapshot({&xb, &wb, &scalesb, &biasb, &yb}); }
+};
+
+// Arguments of one abs_max call over 4 x 8 bf16 ones into a poisoned amax.
+struct AbsMaxArgs {
+    Guarded xb{4 * 8 * 2}, amaxb{4};
+    const void *x;
+    int64_t m = 4, k = 8, ldx = 8;
+    schedx_dtype dtype = SCHEDX_BF16;
+    float *amax;
+    schedx_device device = SCHEDX_DEVICE_CPU;
+
+    AbsMaxArgs() {
+        for (int i = 0; i < 32; i++) std::memcpy(xb.data() + 2 * i, "\x80\x3F", 2);  // bf16 1.0
+        x = xb.data();
+        amax = amaxb.as<float>();
+    }
+    schedx_status call() const { return schedx_abs_max(x, m, k, ldx, dtype, amax, device, nullptr); }
+    Snapshot snapshot() { return Snapshot({&xb, &amaxb}); }
+};
+
+// Arguments of one 1x128-block quantize_fp8 call of 4 x 8 bf16 ones into poisoned outputs;
+// rows_scale is [ceil(8/128)][pad4(4)] floats, cols_scale [ceil(4/128)][pad4(8)].
+struct QuantizeArgs {
+    Guarded xb{4 * 8 * 2}, rowsb{4 * 8}, colsb{8 * 4}, rows_scaleb{1 * 4 * 4}, cols_scaleb{1 * 8 * 4};
+    const void *x;
+    int64_t m = 4, k = 8, ldx = 8;
+    schedx_dtype dtype = SCHEDX_BF16;
+    schedx_quantize_fp8_options opt{SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN, 0, 0.0f, SCHEDX_MX_FLOOR};
+    const schedx_quantize_fp8_options *options = &opt;
+    uint8_t *rows;
+    int64_t ld_rows = 8;
+    void *rows_scale;
+    uint8_t *cols;
+    int64_t ld_cols = 4;
+    void *cols_scale;
+    schedx_device device = SCHEDX_DEVICE_CPU;
+
+    QuantizeArgs() {
+        for (int i = 0; i < 32; i++) std::memcpy(xb.data() + 2 * i, "\x80\x3F", 2);  // bf16 1.0
+        x = xb.data();
+        rows = rowsb.data();
+        rows_scale = rows_scaleb.data();
+        cols = colsb.data();
+        cols_scale = cols_scaleb.data();
+    }
+    schedx_status call() const {
+        return schedx_quantize_fp8(x, m, k, ldx, dtype, options, rows, ld_rows, rows_scale, cols, ld_cols, cols_scale,
+                                   device, nullptr);
+    }
+    Snapshot snapshot() { return Snapshot({&xb, &rowsb, &colsb, &rows_scaleb, &cols_scaleb}); }
 };
 
 template <typename Args> struct Case {
@@ -393,6 +444,246 @@ TEST_CASE("w8_linear: forced variants: unknown names, another op's, another devi
         check_failure(a.call(), {SCHEDX_ERR_VARIANT_CANNOT_RUN, "forced variant " + name}, snap);
     }
     REQUIRE(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
+}
+
+TEST_CASE("abs_max: the valid call these cases start from succeeds and writes amax") {
+    AbsMaxArgs a;
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(std::string(schedx_last_error()) == "");
+    CHECK(*a.amax == 1.0f);
+}
+
+TEST_CASE("abs_max: each bad argument has its status and message, and nothing is written") {
+    using C = Case<AbsMaxArgs>;
+    using A = AbsMaxArgs;
+    auto bytes = [](const void *p) { return const_cast<uint8_t *>(static_cast<const uint8_t *>(p)); };
+    run_cases<A>({
+        C{"x NULL", [](A &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"amax NULL", [](A &a) { a.amax = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "amax is NULL"}},
+        C{"empty x, amax NULL", [](A &a) { a.m = 0, a.amax = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "amax is NULL"}},
+        C{"m negative", [](A &a) { a.m = -1; }, {SCHEDX_ERR_BAD_SIZE, "m and k must not be negative"}},
+        C{"k negative", [](A &a) { a.k = -3; }, {SCHEDX_ERR_BAD_SIZE, "m and k must not be negative"}},
+        C{"m most negative", [](A &a) { a.m = INT64_MIN; }, {SCHEDX_ERR_BAD_SIZE, "m and k must not be negative"}},
+        C{"ldx < k", [](A &a) { a.ldx = 7; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (7) is smaller than k (8)"}},
+        C{"ldx negative", [](A &a) { a.ldx = -8; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (-8) is smaller than k (8)"}},
+        C{"x_dtype int8", [](A &a) { a.dtype = SCHEDX_INT8; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3 is not bf16, fp16 or fp32"}},
+        C{"x_dtype not an enumerator", [](A &a) { a.dtype = schedx_dtype(99); },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 99 is not bf16, fp16 or fp32"}},
+        // The dtype is checked before the empty-x shortcut writes amax.
+        C{"empty x, x_dtype int8", [](A &a) { a.k = 0, a.dtype = SCHEDX_INT8; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3"}},
+        C{"device", [](A &a) { a.device = schedx_device(2); }, {SCHEDX_ERR_BAD_DEVICE, "device 2 is not a schedx_device"}},
+        C{"device negative", [](A &a) { a.device = schedx_device(-1); }, {SCHEDX_ERR_BAD_DEVICE, "device -1"}},
+        C{"amax over x", [&](A &a) { a.amax = reinterpret_cast<float *>(bytes(a.x)); },
+          {SCHEDX_ERR_OVERLAP, "output amax overlaps x"}},
+        C{"amax inside x", [&](A &a) { a.amax = reinterpret_cast<float *>(bytes(a.x) + 8); },
+          {SCHEDX_ERR_OVERLAP, "output amax overlaps x"}},
+        C{"x at an odd address", [&](A &a) { a.x = bytes(a.x) + 1; },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 2-byte elements"}},
+        C{"fp32 x 2 bytes past a float",
+          [&](A &a) {
+              a.dtype = SCHEDX_FP32;
+              a.m = 2;
+              a.x = bytes(a.x) + 2;
+          },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 4-byte elements"}},
+        C{"amax 2 bytes past a float", [&](A &a) { a.amax = reinterpret_cast<float *>(bytes(a.amax) + 2); },
+          {SCHEDX_ERR_MISALIGNED, "amax is not aligned to its 4-byte elements"}},
+        // The empty-x path still checks amax before writing its 0.
+        C{"empty x, amax 2 bytes past a float",
+          [&](A &a) { a.m = 0, a.amax = reinterpret_cast<float *>(bytes(a.amax) + 2); },
+          {SCHEDX_ERR_MISALIGNED, "amax is not aligned to its 4-byte elements"}},
+        C{"x bytes past 2^64", [](A &a) { a.ldx = kOverflow; }, {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"m * k bytes past 2^64",
+          [](A &a) {
+              a.m = kOverflow;
+              a.k = a.ldx = 8;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"x ends past the top of the address space", [](A &a) { a.x = reinterpret_cast<const void *>(UINTPTR_MAX - 32); },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"ldx past 2^31", [](A &a) { a.ldx = kHuge; },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: a dimension or leading dimension exceeds"}},
+        C{"x spans more than 2^31 elements",
+          [](A &a) {
+              a.m = 3;
+              a.ldx = kWideLd;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: 3 rows of leading dimension 1000000000"}},
+    });
+}
+
+TEST_CASE("abs_max: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
+    check_cuda_refused_cpu_works<AbsMaxArgs>();
+}
+
+TEST_CASE("quantize_fp8: the valid call these cases start from succeeds and writes every output") {
+    // The scale buffers' sizes in QuantizeArgs are the shapes the library reports.
+    int64_t n_rows = -1, n_cols = -1;
+    REQUIRE(schedx_quantize_fp8_scale_shape(SCHEDX_RECIPE_BLOCK_1X128, 4, 8, 0, &n_rows, &n_cols) == SCHEDX_OK);
+    CHECK(n_rows * n_cols * 4 == 1 * 4 * 4);
+    REQUIRE(schedx_quantize_fp8_scale_shape(SCHEDX_RECIPE_BLOCK_1X128, 4, 8, 1, &n_rows, &n_cols) == SCHEDX_OK);
+    CHECK(n_rows * n_cols * 4 == 1 * 8 * 4);
+    QuantizeArgs a;
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(std::string(schedx_last_error()) == "");
+    CHECK(a.rowsb.data()[31] == 0x7E);  // e4m3fn 448: amax 1, scale 448
+    CHECK(a.colsb.data()[31] == 0x7E);
+    CHECK(a.rows_scaleb.as<float>()[3] == 1.0f / 448.0f);
+    CHECK(a.cols_scaleb.as<float>()[7] == 1.0f / 448.0f);
+}
+
+TEST_CASE("quantize_fp8: each bad argument has its status and message, and nothing is written") {
+    using C = Case<QuantizeArgs>;
+    using A = QuantizeArgs;
+    auto bytes = [](const void *p) { return const_cast<uint8_t *>(static_cast<const uint8_t *>(p)); };
+    run_cases<A>({
+        C{"device", [](A &a) { a.device = schedx_device(2); }, {SCHEDX_ERR_BAD_DEVICE, "device 2 is not a schedx_device"}},
+        C{"options NULL", [](A &a) { a.options = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "options is NULL"}},
+        C{"recipe", [](A &a) { a.opt.recipe = schedx_fp8_recipe(7); },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->recipe 7 is not a schedx_fp8_recipe"}},
+        C{"recipe negative", [](A &a) { a.opt.recipe = schedx_fp8_recipe(-1); },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->recipe -1 is not a schedx_fp8_recipe"}},
+        C{"format", [](A &a) { a.opt.format = schedx_fp8_format(2); },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->format 2 is not e4m3fn or e5m2"}},
+        C{"mx_mode",
+          [](A &a) {
+              a.opt.recipe = SCHEDX_RECIPE_MXFP8;
+              a.opt.mx_mode = schedx_mx_scale_mode(2);
+          },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->mx_mode 2 is not SCHEDX_MX_FLOOR or SCHEDX_MX_RCEIL"}},
+        C{"pow2_scales 2", [](A &a) { a.opt.pow2_scales = 2; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->pow2_scales must be 0 or 1, got 2"}},
+        C{"pow2_scales negative", [](A &a) { a.opt.pow2_scales = -1; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->pow2_scales must be 0 or 1, got -1"}},
+        // The axiswise recipe does not use epsilon but still validates it.
+        C{"axiswise pow2_scales 2",
+          [](A &a) {
+              a.opt.recipe = SCHEDX_RECIPE_AXISWISE;
+              a.opt.pow2_scales = 2;
+          },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->pow2_scales must be 0 or 1, got 2"}},
+        C{"epsilon NaN", [](A &a) { a.opt.epsilon = NAN; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->epsilon must be finite and >= +0, got "}},
+        C{"epsilon inf", [](A &a) { a.opt.epsilon = INFINITY; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->epsilon must be finite and >= +0, got inf"}},
+        C{"epsilon negative", [](A &a) { a.opt.epsilon = -1.0f; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->epsilon must be finite and >= +0, got -1.000000"}},
+        C{"epsilon -0", [](A &a) { a.opt.epsilon = -0.0f; },
+          {SCHEDX_ERR_UNSUPPORTED_FORMAT, "options->epsilon must be finite and >= +0, got -0.000000"}},
+        C{"m negative", [](A &a) { a.m = -1; }, {SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0, got -1 and 8"}},
+        C{"k negative", [](A &a) { a.k = -3; }, {SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0, got 4 and -3"}},
+        C{"m most negative", [](A &a) { a.m = INT64_MIN; },
+          {SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0, got -9223372036854775808 and 8"}},
+        C{"x_dtype int8", [](A &a) { a.dtype = SCHEDX_INT8; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3 is not bf16, fp16 or fp32"}},
+        C{"x_dtype not an enumerator", [](A &a) { a.dtype = schedx_dtype(99); },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 99 is not bf16, fp16 or fp32"}},
+        C{"empty x, x_dtype int8", [](A &a) { a.m = 0, a.dtype = SCHEDX_INT8; },
+          {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3"}},
+        // Axiswise with K = 0 still writes rows_scale [M][1]: that array is checked first.
+        C{"empty axiswise x, rows_scale 2 bytes past a float",
+          [&](A &a) {
+              a.opt.recipe = SCHEDX_RECIPE_AXISWISE;
+              a.k = 0;
+              a.rows_scale = bytes(a.rows_scale) + 2;
+          },
+          {SCHEDX_ERR_MISALIGNED, "rows_scale is not aligned to its 4-byte elements"}},
+        C{"rows and cols NULL", [](A &a) { a.rows = a.cols = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write"}},
+        C{"rows without rows_scale", [](A &a) { a.rows_scale = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "rows is given without rows_scale"}},
+        C{"cols without cols_scale", [](A &a) { a.cols_scale = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "cols is given without cols_scale"}},
+        C{"x NULL", [](A &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"ldx < k", [](A &a) { a.ldx = 7; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ldx (7) is smaller than k (8)"}},
+        C{"ld_rows < k", [](A &a) { a.ld_rows = 4; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_rows (4) is smaller than k (8)"}},
+        C{"ld_cols < m", [](A &a) { a.ld_cols = 3; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_cols (3) is smaller than m (4)"}},
+        C{"x at an odd address", [&](A &a) { a.x = bytes(a.x) + 1; },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 2-byte elements"}},
+        C{"fp32 x 2 bytes past a float",
+          [&](A &a) {
+              a.dtype = SCHEDX_FP32;
+              a.m = 2;
+              a.x = bytes(a.x) + 2;
+          },
+          {SCHEDX_ERR_MISALIGNED, "x is not aligned to its 4-byte elements"}},
+        C{"rows_scale 2 bytes past a float", [&](A &a) { a.rows_scale = bytes(a.rows_scale) + 2; },
+          {SCHEDX_ERR_MISALIGNED, "rows_scale is not aligned to its 4-byte elements"}},
+        C{"cols_scale 2 bytes past a float", [&](A &a) { a.cols_scale = bytes(a.cols_scale) + 2; },
+          {SCHEDX_ERR_MISALIGNED, "cols_scale is not aligned to its 4-byte elements"}},
+        C{"rows over x", [&](A &a) { a.rows = bytes(a.x) + 6; }, {SCHEDX_ERR_OVERLAP, "output rows overlaps x"}},
+        C{"cols over x", [&](A &a) { a.cols = bytes(a.x); }, {SCHEDX_ERR_OVERLAP, "output cols overlaps x"}},
+        C{"rows_scale over x", [&](A &a) { a.rows_scale = bytes(a.x) + 16; },
+          {SCHEDX_ERR_OVERLAP, "output rows_scale overlaps x"}},
+        C{"rows over cols", [](A &a) { a.cols = a.rows + 8; }, {SCHEDX_ERR_OVERLAP, "output rows overlaps cols"}},
+        C{"cols_scale over rows", [](A &a) { a.cols_scale = a.rows; },
+          {SCHEDX_ERR_OVERLAP, "output rows overlaps cols_scale"}},
+        C{"rows_scale over cols_scale", [&](A &a) { a.rows_scale = bytes(a.cols_scale) + 4; },
+          {SCHEDX_ERR_OVERLAP, "output rows_scale overlaps cols_scale"}},
+        C{"cols_scale inside cols", [](A &a) { a.cols_scale = a.cols + 16; },
+          {SCHEDX_ERR_OVERLAP, "output cols overlaps cols_scale"}},
+        C{"x bytes past 2^64", [](A &a) { a.ldx = kOverflow; }, {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        // cols NULL, so that ld_cols need not reach m.
+        C{"m * k bytes past 2^64",
+          [](A &a) {
+              a.m = kOverflow;
+              a.cols = nullptr;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"x ends past the top of the address space", [](A &a) { a.x = reinterpret_cast<const void *>(UINTPTR_MAX - 32); },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "x: byte count overflows 64 bits"}},
+        C{"ld_cols past 2^31", [](A &a) { a.ld_cols = kHuge; },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "cols: a dimension or leading dimension exceeds"}},
+        C{"rows spans more than 2^31 elements",
+          [](A &a) {
+              a.m = 3;
+              a.ld_rows = kWideLd;
+          },
+          {SCHEDX_ERR_SIZE_OVERFLOW, "rows: 3 rows of leading dimension 1000000000"}},
+    });
+}
+
+TEST_CASE("quantize_fp8: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
+    check_cuda_refused_cpu_works<QuantizeArgs>();
+}
+
+TEST_CASE("quantize_fp8_scale_shape: NULL out-pointers, an unknown recipe, negative sizes; nothing is written") {
+    int64_t n_rows = -7, n_cols = -7;
+    REQUIRE(schedx_quantize_fp8_scale_shape(SCHEDX_RECIPE_BLOCK_1X128, 4, 8, 0, &n_rows, &n_cols) == SCHEDX_OK);
+    CHECK(n_rows == 1);
+    CHECK(n_cols == 4);
+    struct ShapeCase {
+        const char *what;
+        schedx_fp8_recipe recipe;
+        int64_t m, k;
+        bool rows_out, cols_out;
+        Expect expect;
+    };
+    const ShapeCase cases[] = {
+        {"n_rows NULL", SCHEDX_RECIPE_BLOCK_1X128, 4, 8, false, true, {SCHEDX_ERR_NULL_POINTER, "n_rows is NULL"}},
+        {"n_cols NULL", SCHEDX_RECIPE_BLOCK_1X128, 4, 8, true, false, {SCHEDX_ERR_NULL_POINTER, "n_cols is NULL"}},
+        {"recipe", schedx_fp8_recipe(7), 4, 8, true, true,
+         {SCHEDX_ERR_UNSUPPORTED_FORMAT, "recipe 7 is not a schedx_fp8_recipe"}},
+        {"recipe negative", schedx_fp8_recipe(-1), 4, 8, true, true,
+         {SCHEDX_ERR_UNSUPPORTED_FORMAT, "recipe -1 is not a schedx_fp8_recipe"}},
+        {"m negative", SCHEDX_RECIPE_BLOCK_1X128, -1, 8, true, true, {SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0"}},
+        {"k negative", SCHEDX_RECIPE_MXFP8, 4, INT64_MIN, true, true, {SCHEDX_ERR_BAD_SIZE, "m and k must be >= 0"}},
+    };
+    for (const ShapeCase &c : cases) {
+        const std::string what = c.what;
+        CAPTURE(what);
+        n_rows = n_cols = -7;
+        const schedx_status got = schedx_quantize_fp8_scale_shape(c.recipe, c.m, c.k, 0, c.rows_out ? &n_rows : nullptr,
+                                                                  c.cols_out ? &n_cols : nullptr);
+        CHECK(got == c.expect.status);
+        const std::string msg = schedx_last_error();
+        CAPTURE(msg);
+        CHECK(msg.find(c.expect.message) != std::string::npos);
+        CHECK(n_rows == -7);
+        CHECK(n_cols == -7);
+    }
 }
 
 TEST_CASE("registry lookups: a NULL out-pointer and out-of-range indices") {

@@ -39,8 +39,8 @@ int count(const std::string &text, const std::string &what) {
 
 std::string ptxas_path() {
     const char *env = std::getenv("PTXAS");
-    const std::string path = env && *env ? env : "/usr/local/cuda/bin/ptxas";
-    return access(path.c_str(), X_OK) == 0 ? path : std::string();
+    const std::string path = env && *env ? env : SCHEDX_PTXAS;  // configured: the Toolkit's or triton's
+    return !path.empty() && access(path.c_str(), X_OK) == 0 ? path : std::string();
 }
 
 // ptxas's verdict on `ptx` for sm_90: "" when it compiles, else its output.
@@ -62,7 +62,7 @@ std::string ptxas_errors(const std::string &ptx) {
 
 void check_compiles(const std::string &ptx, const std::string &what) {
     if (ptxas_path().empty()) {
-        MESSAGE("no ptxas (set PTXAS or install the CUDA Toolkit): " << what << " not compiled");
+        MESSAGE("no ptxas (set PTXAS, install the CUDA Toolkit or torch's triton): " << what << " not compiled");
         return;
     }
     const std::string errors = ptxas_errors(ptx);

@@ -7,7 +7,7 @@ import unittest
 import ml_dtypes
 import numpy as np
 
-from schedx import SchedxError
+from schedx import SchedxError, Status
 from schedx.quantize import quantize_fp8, scale_shape
 
 E4M3 = ml_dtypes.float8_e4m3fn
@@ -88,12 +88,16 @@ class QuantizeTest(unittest.TestCase):
         np.testing.assert_array_equal(cols.view(np.uint8), (self.x32 * s_c).T.astype(E4M3).view(np.uint8))
 
     def test_errors(self):
-        with self.assertRaises(SchedxError):
-            quantize_fp8(self.x, "block64")
-        with self.assertRaises(SchedxError):
-            quantize_fp8(self.x, epsilon=-1.0)
-        with self.assertRaises(SchedxError):
-            quantize_fp8(self.x, rows=False, cols=False)
+        for status, text, args, kw in [
+            (Status.ERR_UNSUPPORTED_FORMAT, "recipe must be one of", ("block64",), {}),
+            (Status.ERR_UNSUPPORTED_FORMAT, "options->epsilon must be finite and >= +0", (), {"epsilon": -1.0}),
+            (Status.ERR_NULL_POINTER, "rows and cols are both False", (), {"rows": False, "cols": False}),
+        ]:
+            with self.subTest(text=text):
+                with self.assertRaises(SchedxError) as cm:
+                    quantize_fp8(self.x, *args, **kw)
+                self.assertEqual(cm.exception.status, status)
+                self.assertIn(text, str(cm.exception))
 
 
 if __name__ == "__main__":

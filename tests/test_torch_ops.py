@@ -3,8 +3,8 @@ one is present, on a CUDA device.
 
 References are PyTorch's own expressions (the fp8 cast torchao and the issue's pattern use,
 F.linear on fp64) and transcriptions, written here, of gpt-fast's int8 quantizer and
-torchao's tensorwise float8 linear; never schedx's own code. Skips as a whole where torch
-is not installed. ctest sets SCHEDX_LIBRARY and PYTHONPATH.
+torchao's tensorwise float8 linear; never schedx's own code. Where torch is not installed
+it exits 77, which ctest reports as skipped. ctest sets SCHEDX_LIBRARY and PYTHONPATH.
 """
 
 import os
@@ -250,7 +250,7 @@ class W8LinearOpTest(unittest.TestCase):
                         y = ops.w8_linear(x, w, s, b)
                         ref = ref_w8(x, w, s, b)
                         self.assertEqual((y.shape, y.dtype), ((m, n), xdt))
-                        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+                        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
 
     def test_leading_dims_strides_and_out(self):
         for device in DEVICES:
@@ -260,7 +260,7 @@ class W8LinearOpTest(unittest.TestCase):
             y = ops.w8_linear(x, w, s)
             ref = ref_w8(x.reshape(6, 64), w, s, None).reshape(2, 3, 48)
             self.assertEqual(y.shape, (2, 3, 48))
-            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
             buf = torch.full((6, 56), float("nan"), dtype=torch.bfloat16, device=device)
             ops.w8_linear_out(x.reshape(6, 64), w, s, None, out=buf[:, :48])
             self.assertTrue(torch.equal(buf[:, :48], y.reshape(6, 48)))
@@ -416,7 +416,7 @@ class Int8WeightOnlyLinearTest(unittest.TestCase):
             q = q.to(device)
             x = torch.randn(2, 5, 96, dtype=torch.bfloat16, device=device)
             ref = (x.double() @ want_q.to(device).double().t()) * want_s.to(device).double() + lin.bias.to(device).double()
-            torch.testing.assert_close(q(x).double(), ref, rtol=1e-2, atol=1e-2 * ref.abs().max().item())
+            torch.testing.assert_close(q(x).double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
 
     def test_convert_with_filter(self):
         model = torch.nn.Sequential(torch.nn.Linear(32, 64, dtype=torch.bfloat16), torch.nn.GELU(),
@@ -557,7 +557,8 @@ def ref_block1x128_rows(x, dtype):
 
 @needs_torch
 class QuantizeOpTest(unittest.TestCase):
-    def test_block1x128_rows_against_te_rule(self):
+    def test_block1x128_against_te_rule(self):
+        # cols [K, M] is x.t() quantized in 1 x 128 blocks along M: the rows rule on x.t().
         for device in DEVICES:
             x = (torch.randn(70, 300) * 5).to(torch.bfloat16).to(device)
             for dtype in FP8:
@@ -567,8 +568,13 @@ class QuantizeOpTest(unittest.TestCase):
                     self.assertTrue(torch.equal(bits(rows.cpu()), bits(q)))
                     self.assertTrue(torch.equal(rows_scale.cpu(), inv))
                     self.assertEqual((cols.shape, cols.stride()), ((300, 70), (70, 1)))
+                    qc, invc = ref_block1x128_rows(x.cpu().t().contiguous(), dtype)
+                    self.assertTrue(torch.equal(bits(cols.cpu()), bits(qc)))
+                    self.assertTrue(torch.equal(cols_scale.cpu(), invc))
 
-    def test_every_recipe_matches_the_numpy_path(self):
+    def test_every_recipe_marshals_as_the_numpy_path(self):
+        # Shapes, strides and bytes of the op's four outputs against the ctypes path's (the
+        # numbers themselves: test_python_quantize.py and the C++ tests).
         import ml_dtypes
         import numpy as np
         import schedx.quantize as q
@@ -622,4 +628,5 @@ class QuantizeOpTest(unittest.TestCase):
 if __name__ == "__main__":
     if torch is None:
         print("torch is not installed: skipping the torch operator tests")
+        raise SystemExit(77)
     unittest.main()

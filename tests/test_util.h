@@ -30,6 +30,13 @@ public:
     uint8_t *data() { return mem_.data() + offset_; }
     template <typename T> T *as() { return reinterpret_cast<T *>(data()); }
     size_t size() const { return bytes_; }
+    // Every byte still the fill the buffer was made with (kPoison unless given).
+    bool untouched(uint8_t fill = kPoison) const {
+        for (size_t i = 0; i < bytes_; i++) {
+            if (mem_[offset_ + i] != fill) return false;
+        }
+        return guards_intact();
+    }
     bool guards_intact() const {
         for (size_t i = 0; i < mem_.size(); i++) {
             if ((i < offset_ || i >= offset_ + bytes_) && mem_[i] != kGuardByte) return false;

@@ -197,6 +197,7 @@ inline W8LinearResult check_w8_linear(W8LinearCase c, uint32_t seed,
     const schedx_status st = run(c, buffers);
     if (st != SCHEDX_OK) {
         err << "status " << st << ": " << schedx_last_error();
+        if (!y.untouched()) err << " (and y was written)";  // a refused call writes nothing
         res.error = err.str();
         return res;
     }

@@ -95,3 +95,57 @@ TEST_CASE("forcing from several threads: process-wide, and last_variant stays pe
     failures.report();
     CHECK(run(c) == serial);
 }
+
+namespace {
+
+// quantize_fp8 and abs_max on the CPU: the axiswise two-pass variant takes a host scratch per
+// call, the block recipes none; each case's x is a pure function of its index.
+struct QuantizeOutputs {
+    schedx_status status;
+    std::vector<uint8_t> rows, cols, rows_scale, cols_scale;
+    float amax = 0;
+    bool operator==(const QuantizeOutputs &o) const {
+        return status == o.status && rows == o.rows && cols == o.cols && rows_scale == o.rows_scale &&
+               cols_scale == o.cols_scale && std::memcmp(&amax, &o.amax, 4) == 0;
+    }
+};
+
+QuantizeOutputs run_quantize(const CtCase &c, schedx_fp8_recipe recipe) {
+    QuantizeOutputs r;
+    const schedx_quantize_fp8_options o{recipe, c.format, 1, 0.0f, SCHEDX_MX_RCEIL};
+    const int sb = recipe == SCHEDX_RECIPE_MXFP8 ? 1 : 4;
+    int64_t rr = 0, rc = 0, cr = 0, cc = 0;
+    // No doctest assertion here: this runs on the worker threads.
+    r.status = schedx_quantize_fp8_scale_shape(recipe, c.m, c.k, 0, &rr, &rc);
+    if (r.status == SCHEDX_OK) r.status = schedx_quantize_fp8_scale_shape(recipe, c.m, c.k, 1, &cr, &cc);
+    if (r.status != SCHEDX_OK) return r;
+    r.rows.assign(size_t(c.m * c.k), test::kPoison);
+    r.cols.assign(size_t(c.m * c.k), test::kPoison);
+    r.rows_scale.assign(size_t(rr * rc * sb), test::kPoison);
+    r.cols_scale.assign(size_t(cr * cc * sb), test::kPoison);
+    r.status = schedx_quantize_fp8(c.x.data(), c.m, c.k, c.k, c.dtype, &o, r.rows.data(), c.k, r.rows_scale.data(),
+                                   r.cols.data(), c.m, r.cols_scale.data(), SCHEDX_DEVICE_CPU, nullptr);
+    if (r.status == SCHEDX_OK) {
+        r.status = schedx_abs_max(c.x.data(), c.m, c.k, c.k, c.dtype, &r.amax, SCHEDX_DEVICE_CPU, nullptr);
+    }
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("8 threads calling quantize_fp8 (every recipe) and abs_max match the serial run") {
+    const std::vector<CtCase> ct = ct_cases();
+    const schedx_fp8_recipe recipes[] = {SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_RECIPE_MXFP8,
+                                         SCHEDX_RECIPE_AXISWISE};
+    std::vector<QuantizeOutputs> serial;
+    for (size_t i = 0; i < ct.size(); i++) {
+        serial.push_back(run_quantize(ct[i], recipes[i % 4]));
+        REQUIRE(serial.back().status == SCHEDX_OK);
+    }
+    Failures failures;
+    on_threads(kIterations / 4, [&](int t, int i) {
+        const size_t c = size_t(t + i) % ct.size();
+        if (!(run_quantize(ct[c], recipes[c % 4]) == serial[c])) failures.add("quantize_fp8 case " + std::to_string(c));
+    });
+    failures.report();
+}

@@ -103,9 +103,9 @@ public:
     // staged in shared memory beside the input tile: each element encoded once, 50 KiB of shared
     // memory (the runtime opts in above 48 KiB).
     GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
-    // cuda_tiled block1d, both outputs: the tile's 128 row and 128 column block maxima and their
-    // scales as one 256-thread stage (rows on half the threads, columns on the other half)
-    // where two 128-thread stages ran one after the other.
+    // cuda_tiled block1d or mx, both outputs: the tile's row and column block maxima and their
+    // scales (mx: and factors) as one 256-thread stage (rows on half the threads, columns on the
+    // other half) where 128-thread stages ran one after the other.
     GeneratorParam<bool> merged_maxima{"merged_maxima", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
@@ -128,9 +128,9 @@ public:
         if (cols_from_rows && !(recipe == Recipe::block2d && sched.value() == "cuda_tiled" && vector_io && outputs == Outputs::both)) {
             throw std::invalid_argument("cols_from_rows takes recipe block2d, schedule cuda_tiled, vector_io and both outputs");
         }
-        if (merged_maxima && !(recipe == Recipe::block1d && sched.value() == "cuda_tiled" && outputs == Outputs::both &&
-                               in_type != ElemType::fp32)) {
-            throw std::invalid_argument("merged_maxima takes recipe block1d, schedule cuda_tiled, 16-bit inputs and both outputs");
+        if (merged_maxima && !((recipe == Recipe::block1d || recipe == Recipe::mx) && sched.value() == "cuda_tiled" &&
+                               outputs == Outputs::both && in_type != ElemType::fp32)) {
+            throw std::invalid_argument("merged_maxima takes recipe block1d or mx, schedule cuda_tiled, 16-bit inputs and both outputs");
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
@@ -326,7 +326,7 @@ private:
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_words{"rows_words"};  // cols_from_rows: rows' code words, staged per tile
-    Func merged_amax{"merged_amax"}, merged_scale{"merged_scale"};  // merged_maxima: (i, which, bx, by)
+    Func merged_amax{"merged_amax"}, merged_scale{"merged_scale"};  // merged_maxima: (i, b, which, bx, by)
     RDom merged_r;
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
@@ -382,26 +382,42 @@ private:
         return b;
     }
 
-    // merged_maxima (block1d tiles): block (i, which) of tile (bx, by) is row i's 1 x 128 block
-    // (which 0) or column i's 128 x 1 block (which 1); rows' and cols' block scales read it.
+    // merged_maxima (block1d and mx tiles): block (i, b, which) of tile (bx, by) is block b of
+    // row i (which 0) or of column i (which 1), B elements long (128 / B blocks per tile side);
+    // rows' and cols' block scales (mx: and factors, beside the byte) read it.
     void make_merged_scales() {
-        const int B = 128;
-        Var i("i"), which("which");
+        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, NB = T / B;
+        const bool mx = recipe == Recipe::mx;
+        Var i("i"), b("b"), which("which");
         RDom r(0, B, "merged_r");
         Expr row = which == 0;
-        merged_amax(i, which, bx, by) = u32(0);
-        merged_amax(i, which, bx, by) =
-            max(merged_amax(i, which, bx, by),
-                absx16(bx * B + select(row, r, i), by * B + select(row, i, r)));
-        merged_scale(i, which, bx, by) =
-            scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, which, bx, by), in_type)));
+        merged_amax(i, b, which, bx, by) = u32(0);
+        merged_amax(i, b, which, bx, by) =
+            max(merged_amax(i, b, which, bx, by),
+                absx16(bx * T + select(row, b * B + r, i), by * T + select(row, i, b * B + r)));
+        Expr scale = scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, b, which, bx, by), in_type)));
+        if (mx) {
+            Tuple f = mx_factors(scale);
+            merged_scale(i, b, which, bx, by) = Tuple(scale, f[0], f[1]);
+        } else {
+            merged_scale(i, b, which, bx, by) = scale;
+        }
         merged_r = r;
         rows_scale_for_q = BlockScales{Func("rows_q_amax"), Func("rows_q_scale"), RDom(), true};
         cols_scale_for_q = BlockScales{Func("cols_q_amax"), Func("cols_q_scale"), RDom(), false};
-        rows_scale_for_q.amax(bx, y) = merged_amax(y % B, 0, bx, y / B);
-        rows_scale_for_q.scale(bx, y) = merged_scale(y % B, 0, bx, y / B);
-        cols_scale_for_q.amax(x, by) = merged_amax(x % B, 1, x / B, by);
-        cols_scale_for_q.scale(x, by) = merged_scale(x % B, 1, x / B, by);
+        // Rows' blocks are indexed (block along K, m), the columns' (k, block along M).
+        auto at_rows = [&](Func f) { return f(y % T, bx % NB, 0, bx / NB, y / T); };
+        auto at_cols = [&](Func f) { return f(x % T, by % NB, 1, x / T, by / NB); };
+        rows_scale_for_q.amax(bx, y) = at_rows(merged_amax);
+        cols_scale_for_q.amax(x, by) = at_cols(merged_amax);
+        rows_scale_for_q.scale(bx, y) = mx ? Expr(at_rows(merged_scale)[0]) : Expr(at_rows(merged_scale));
+        cols_scale_for_q.scale(x, by) = mx ? Expr(at_cols(merged_scale)[0]) : Expr(at_cols(merged_scale));
+        if (mx) {
+            rows_scale_for_q.factors = Func("rows_q_factors");
+            cols_scale_for_q.factors = Func("cols_q_factors");
+            rows_scale_for_q.factors(bx, y) = Tuple(at_rows(merged_scale)[1], at_rows(merged_scale)[2]);
+            cols_scale_for_q.factors(x, by) = Tuple(at_cols(merged_scale)[1], at_cols(merged_scale)[2]);
+        }
     }
 
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
@@ -1001,19 +1017,24 @@ private:
                 .bound_storage(x, T / 4 + 1);
         }
         if (merged_maxima) {
-            // 256 threads: rows' 128 blocks on the first 4 warps, the columns' on the last 4; each
-            // thread's maximum in registers, 8 loads a step (single 2-byte loads on both sides: the
-            // select of the side in the address keeps the rows from 16-byte loads).
-            Var i = merged_scale.args()[0], which = merged_scale.args()[1], t("t"), lo("lo"), hi("hi");
+            // 256 threads: rows' blocks on the first 4 warps, the columns' on the last 4 (a row or
+            // column each, its 128 / B blocks unrolled); each maximum in registers, 8 loads a step
+            // (2-byte loads on both sides: the side's select in the address keeps the rows from
+            // 16-byte loads).
+            Var i = merged_scale.args()[0], b = merged_scale.args()[1], which = merged_scale.args()[2];
+            Var t("t"), lo("lo"), hi("hi");
             RVar ro("ro"), ri("ri");
             merged_scale.compute_at(first, xo)
                 .store_in(MemoryType::GPUShared)
+                .reorder(b, i, which)
                 .fuse(i, which, t)
                 .split(t, hi, lo, 32)
+                .unroll(b)
                 .gpu_threads(lo, hi)
                 .bound_storage(i, T)
+                .bound_storage(b, T / B)
                 .bound_storage(which, 2);
-            merged_amax.compute_at(merged_scale, lo);
+            merged_amax.compute_at(merged_scale, b);
             merged_amax.update().split(merged_r.x, ro, ri, 8).unroll(ri);
         }
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {

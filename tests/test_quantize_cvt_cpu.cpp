@@ -22,6 +22,7 @@
 #include "quantize_cvt_block1d_e4m3_words.h"
 #include "quantize_cvt_block2d_e4m3_cols_from_rows.h"
 #include "quantize_cvt_block2d_e4m3_words.h"
+#include "quantize_cvt_mx_e4m3_merged.h"
 #include "quantize_cvt_mx_e5m2_words.h"
 #include "quantize_axis_codes_e4m3.h"
 #include "quantize_axis_codes_e5m2.h"
@@ -93,6 +94,7 @@ const CvtLibrary kLibraries[] = {
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_words), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_cols_from_rows), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2_words), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
+    {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3_merged), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
 };
 
 // Runs a case through the runtime's binding of a quantize_fp8 variant (bf16 x, both outputs).

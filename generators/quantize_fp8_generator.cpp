@@ -103,9 +103,9 @@ public:
     // staged in shared memory beside the input tile: each element encoded once, 50 KiB of shared
     // memory (the runtime opts in above 48 KiB).
     GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
-    // cuda_tiled block1d or mx, both outputs: the tile's row and column block maxima and their
-    // scales (mx: and factors) as one 256-thread stage (rows on half the threads, columns on the
-    // other half) where 128-thread stages ran one after the other.
+    // cuda_tiled block1d or mx (both outputs), or the tiled axiswise first pass: the tile's row and
+    // column block maxima and their scales (mx: and factors) as one 256-thread stage (rows on half
+    // the threads, columns on the other half) where 128-thread stages ran one after the other.
     GeneratorParam<bool> merged_maxima{"merged_maxima", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
@@ -128,9 +128,10 @@ public:
         if (cols_from_rows && !(recipe == Recipe::block2d && sched.value() == "cuda_tiled" && vector_io && outputs == Outputs::both)) {
             throw std::invalid_argument("cols_from_rows takes recipe block2d, schedule cuda_tiled, vector_io and both outputs");
         }
-        if (merged_maxima && !((recipe == Recipe::block1d || recipe == Recipe::mx) && sched.value() == "cuda_tiled" &&
-                               outputs == Outputs::both && in_type != ElemType::fp32)) {
-            throw std::invalid_argument("merged_maxima takes recipe block1d or mx, schedule cuda_tiled, 16-bit inputs and both outputs");
+        if (merged_maxima && !((recipe == Recipe::block1d || recipe == Recipe::mx || axis_pass == AxisPass::maxima) &&
+                               sched.value() == "cuda_tiled" && outputs == Outputs::both && in_type != ElemType::fp32)) {
+            throw std::invalid_argument("merged_maxima takes recipe block1d or mx, or axis_pass maxima; schedule cuda_tiled, "
+                                        "16-bit inputs and both outputs");
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
@@ -395,13 +396,6 @@ private:
         merged_amax(i, b, which, bx, by) =
             max(merged_amax(i, b, which, bx, by),
                 absx16(bx * T + select(row, b * B + r, i), by * T + select(row, i, b * B + r)));
-        Expr scale = scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, b, which, bx, by), in_type)));
-        if (mx) {
-            Tuple f = mx_factors(scale);
-            merged_scale(i, b, which, bx, by) = Tuple(scale, f[0], f[1]);
-        } else {
-            merged_scale(i, b, which, bx, by) = scale;
-        }
         merged_r = r;
         rows_scale_for_q = BlockScales{Func("rows_q_amax"), Func("rows_q_scale"), RDom(), true};
         cols_scale_for_q = BlockScales{Func("cols_q_amax"), Func("cols_q_scale"), RDom(), false};
@@ -410,6 +404,14 @@ private:
         auto at_cols = [&](Func f) { return f(x % T, by % NB, 1, x / T, by / NB); };
         rows_scale_for_q.amax(bx, y) = at_rows(merged_amax);
         cols_scale_for_q.amax(x, by) = at_cols(merged_amax);
+        if (recipe == Recipe::axis) return;  // the axiswise first pass keeps the maxima, not scales
+        Expr scale = scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, b, which, bx, by), in_type)));
+        if (mx) {
+            Tuple f = mx_factors(scale);
+            merged_scale(i, b, which, bx, by) = Tuple(scale, f[0], f[1]);
+        } else {
+            merged_scale(i, b, which, bx, by) = scale;
+        }
         rows_scale_for_q.scale(bx, y) = mx ? Expr(at_rows(merged_scale)[0]) : Expr(at_rows(merged_scale));
         cols_scale_for_q.scale(x, by) = mx ? Expr(at_cols(merged_scale)[0]) : Expr(at_cols(merged_scale));
         if (mx) {
@@ -430,8 +432,12 @@ private:
     // Scales and codes come from the same expressions as the other axiswise variants.
     void generate_axis_tiled() {
         if (axis_pass == AxisPass::maxima) {
-            rows_scale_for_q = make_scales("rows_q", true);
-            cols_scale_for_q = make_scales("cols_q", false);
+            if (merged_maxima) {
+                make_merged_scales();
+            } else {
+                rows_scale_for_q = make_scales("rows_q", true);
+                cols_scale_for_q = make_scales("cols_q", false);
+            }
             // The 16-bit maxima widened to float bits (NaN stays above inf: atom.max compares signed).
             auto widened = [&](Expr m16) { return reinterpret<uint32_t>(schedx::decode_to_float(m16, in_type)); };
             auto atomic_max = [&](Input<uint64_t> *address, Expr index, Expr value) {
@@ -479,6 +485,7 @@ private:
         if (using_autoscheduler()) return;
         if (default_schedule) {
             for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q}) b->amax.compute_root();
+            if (merged_maxima) merged_amax.compute_root();
             return;
         }
         schedule_cuda_tiled();
@@ -1021,10 +1028,12 @@ private:
             // column each, its 128 / B blocks unrolled); each maximum in registers, 8 loads a step
             // (2-byte loads on both sides: the side's select in the address keeps the rows from
             // 16-byte loads).
-            Var i = merged_scale.args()[0], b = merged_scale.args()[1], which = merged_scale.args()[2];
+            // The axiswise first pass keeps the maxima themselves (its sinks' atomics read them).
+            Func kept = row_sink ? merged_amax.in() : merged_scale;
+            Var i = kept.args()[0], b = kept.args()[1], which = kept.args()[2];
             Var t("t"), lo("lo"), hi("hi");
             RVar ro("ro"), ri("ri");
-            merged_scale.compute_at(first, xo)
+            kept.compute_at(first, xo)
                 .store_in(MemoryType::GPUShared)
                 .reorder(b, i, which)
                 .fuse(i, which, t)
@@ -1034,7 +1043,7 @@ private:
                 .bound_storage(i, T)
                 .bound_storage(b, T / B)
                 .bound_storage(which, 2);
-            merged_amax.compute_at(merged_scale, b);
+            merged_amax.compute_at(kept, b);
             merged_amax.update().split(merged_r.x, ro, ri, 8).unroll(ri);
         }
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {

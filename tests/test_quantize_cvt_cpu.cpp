@@ -27,6 +27,7 @@
 #include "quantize_axis_codes_e4m3.h"
 #include "quantize_axis_codes_e5m2.h"
 #include "quantize_axis_maxima.h"
+#include "quantize_axis_maxima_merged.h"
 #include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
 #include "quantize_inputs.h"
@@ -160,7 +161,12 @@ TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU
 }
 
 TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, every bf16 pattern, special rows and columns") {
-    const schedx::Variant maxima = test::check_library_variant(SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), "quantize_fp8");
+  // Both maxima passes: two 128-thread stages, and merged_maxima's one.
+  for (const test::CheckLibrary &maxima_library :
+       {SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), SCHEDX_CHECK_LIBRARY(quantize_axis_maxima_merged)}) {
+    const schedx::Variant maxima = test::check_library_variant(maxima_library, "quantize_fp8");
+    const std::string maxima_name = maxima_library.name;
+    CAPTURE(maxima_name);
     for (const auto &[codes_library, format] : {std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e4m3), SCHEDX_E4M3FN},
                                                 std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e5m2), SCHEDX_E5M2}}) {
         const schedx::Variant codes = test::check_library_variant(codes_library, "quantize_fp8");
@@ -202,4 +208,5 @@ TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, ever
             }
         }
     }
+  }
 }

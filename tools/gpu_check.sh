@@ -93,7 +93,7 @@ for step in $steps; do
     pending)  # built without a GPU run (one device call, about 4 minutes): the quantize candidates of
       # docs/quantize_fp8.md forced bit for bit and under memcheck (the 50 KiB one needs the runtime's
       # shared-memory opt-in), then timed beside the listed tiles against a copy of the same bytes.
-      filter="(block[12]d|mx)_bf16_e4m3_t128r16_cvt_vec"  # a regex for the tests; explore takes name parts
+      filter="(block[12]d|mx)_bf16_e4m3_t128r16_cvt_vec|axis_bf16_t128r16_vec"  # a regex for the tests; explore takes name parts
       SCHEDX_TEST_VARIANTS=$filter timeout 150 build/tests/schedx_cuda_quantize_tests \
         -tc="every CUDA quantize_fp8 variant*" > "$out/pending_quantize_tests.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_quantize_tests.log"
@@ -101,8 +101,8 @@ for step in $steps; do
         build/tests/schedx_cuda_quantize_tests -tc="every CUDA quantize_fp8 variant*" \
         > "$out/pending_sanitizer_memcheck_quantize.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_sanitizer_memcheck_quantize.log"
-      timeout 150 build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs block1d,block2d,mx \
-        --db "$out/pending_tuning.jsonl" --variants block1d_bf16_e4m3_t128r16_cvt_vec,block2d_bf16_e4m3_t128r16_cvt_vec,mx_bf16_e4m3_t128r16_cvt_vec --shapes 8192x8192,4096x14336,16384x4096 \
+      timeout 150 build/tools/schedx-explore --op quantize_fp8 --device cuda --copy-per-shape --configs block1d,block2d,mx,axis \
+        --db "$out/pending_tuning.jsonl" --variants block1d_bf16_e4m3_t128r16_cvt_vec,block2d_bf16_e4m3_t128r16_cvt_vec,mx_bf16_e4m3_t128r16_cvt_vec,axis_bf16_t128r16_vec --shapes 8192x8192,4096x14336,16384x4096 \
         > "$out/pending_quantize.md" 2>&1 || rc=1
       grep -E "^## |^\| +[0-9]+ \||dispatch chose" "$out/pending_quantize.md" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes

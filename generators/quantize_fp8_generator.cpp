@@ -99,13 +99,11 @@ public:
     // cuda_tiled block2d: threads reducing the 128 x 128 block maximum, 128 (a column each, then
     // one thread over their 128) or 256 (an 8 x 8 patch each, 16 threads over 16 patches, then one).
     GeneratorParam<int> block_max_lanes{"block_max_lanes", 128};
-    // cuda_tiled block2d with vector_io: cols is the byte transpose (PRMT) of rows' code words,
-    // staged in shared memory beside the input tile: each element encoded once, 50 KiB of shared
-    // memory (the runtime opts in above 48 KiB).
+    // cuda_tiled block2d, vector_io: cols as the PRMT transpose of rows' code words staged in shared
+    // memory (each element encoded once; 50 KiB of shared memory, which the runtime opts in to).
     GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
-    // cuda_tiled block1d or mx (both outputs), or the tiled axiswise first pass: the tile's row and
-    // column block maxima and their scales (mx: and factors) as one 256-thread stage (rows on half
-    // the threads, columns on the other half) where 128-thread stages ran one after the other.
+    // cuda_tiled block1d, mx or the axiswise first pass: the tile's row and column block maxima (and
+    // scales) in one 256-thread stage, rows on half the threads, where two 128-thread stages ran.
     GeneratorParam<bool> merged_maxima{"merged_maxima", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
@@ -1085,10 +1083,8 @@ private:
         }
     }
 
-    // block2d's 128 x 128 maximum in the tiles, block_max_lanes = 256: 256 threads each reduce an
-    // 8 x 8 patch of the staged tile (8 rows of 16 bytes), 16 threads fold a column of 16 patches
-    // each, and the thread computing the scale folds those 16: 8 + 16 + 16 dependent steps per
-    // tile where 128 threads down a column and one thread over them took 128 + 128.
+    // block2d's maximum with block_max_lanes = 256: an 8 x 8 patch per thread, 16 threads over 16
+    // patches, the scale's thread over those 16: 8 + 16 + 16 dependent steps where 128 + 128 ran.
     void schedule_block_max_patches(BlockScales &bs, Func first, Func scale) {
         RVar rxo("rxo"), rxi("rxi"), ryo("ryo"), ryi("ryi");
         Var u("u"), v("v"), t("t"), lo("lo"), hi("hi");

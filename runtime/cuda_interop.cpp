@@ -241,10 +241,9 @@ size_t max_window_bytes() {
     return size_t(bytes);
 }
 
-// Halide launches with the dynamic shared memory its kernels need but never opts in above the
-// 48 KiB a launch gets by default; a kernel that needs more (up to the device's opt-in maximum:
-// 99 KiB on sm_86 / sm_89, 227 KiB on sm_90) is raised to its size once (a function attribute,
-// legal inside a graph capture). Past the maximum the attribute fails and so does the launch.
+// Halide never opts a kernel in above the 48 KiB of dynamic shared memory a launch gets by
+// default: a launch asking more raises its kernel's limit first, once (legal in a graph capture;
+// past the device's maximum, 99 KiB on sm_89 and 227 KiB on sm_90, the launch fails).
 constexpr unsigned kDefaultSharedBytes = 48 * 1024;
 constexpr int kFuncAttributeMaxDynamicSharedBytes = 8;  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 

@@ -71,7 +71,7 @@ extern "C" schedx_status schedx_abs_max(const void *x, int64_t m, int64_t k, int
     Device dev;
     schedx_status s;
     if ((s = check_device(device, &dev)) || (s = check_not_null("amax", amax))) return s;
-    if (m < 0 || k < 0) return fail(SCHEDX_ERR_BAD_SIZE, "m and k must not be negative");
+    if ((s = check_not_negative("m", m)) || (s = check_not_negative("k", k))) return s;
     // An empty tensor may have no storage (PyTorch's data_ptr() is then NULL).
     if (m > 0 && k > 0 && (s = check_not_null("x", x))) return s;
     const char *in_type = x_dtype == SCHEDX_BF16 ? "bf16" : x_dtype == SCHEDX_FP16 ? "fp16"

@@ -15,13 +15,6 @@ using test::Guarded;
 
 namespace {
 
-bool untouched(Guarded &g) {
-    for (size_t i = 0; i < g.size(); i++) {
-        if (g.data()[i] != test::kPoison) return false;
-    }
-    return g.guards_intact();
-}
-
 float as_float(uint32_t u) {
     float f;
     std::memcpy(&f, &u, 4);
@@ -51,9 +44,9 @@ TEST_CASE("cast_transpose: M = 0 or K = 0 writes amax 0 and scale_inv 1 / scale,
                 CHECK(*amax.as<float>() == 0.0f);
                 CHECK(!std::signbit(*amax.as<float>()));
                 CHECK(*scale_inv.as<float>() == 1.0f / 3.0f);
-                CHECK(untouched(x));
-                CHECK(untouched(rows));
-                CHECK(untouched(cols));
+                CHECK(x.untouched());
+                CHECK(rows.untouched());
+                CHECK(cols.untouched());
                 CHECK(amax.guards_intact());
                 CHECK(scale_inv.guards_intact());
             }
@@ -71,9 +64,9 @@ TEST_CASE("cast_transpose: an empty call without amax writes nothing, rows-only 
                                         outputs != 2 ? rows.data() : nullptr, 4, outputs != 1 ? cols.data() : nullptr,
                                         1, nullptr, nullptr, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
     }
-    CHECK(untouched(x));
-    CHECK(untouched(rows));
-    CHECK(untouched(cols));
+    CHECK(x.untouched());
+    CHECK(rows.untouched());
+    CHECK(cols.untouched());
 }
 
 TEST_CASE("w8_linear: M = 0 or N = 0 writes nothing") {
@@ -94,7 +87,7 @@ TEST_CASE("w8_linear: M = 0 or N = 0 writes nothing") {
                 SCHEDX_DEVICE_CPU, nullptr);
             REQUIRE(s == SCHEDX_OK);
             CHECK(std::string(schedx_last_error()) == "");
-            for (Guarded *g : {&x, &w, &scales, &bias, &y}) CHECK(untouched(*g));
+            for (Guarded *g : {&x, &w, &scales, &bias, &y}) CHECK(g->untouched());
         }
     }
 }
@@ -169,9 +162,9 @@ TEST_CASE("quantize_fp8: M = 0 or K = 0 writes only the axiswise scales of amax 
                         null_pointers ? nullptr : rows.data(), shape.k, rows_scale.data(),
                         null_pointers ? nullptr : cols.data(), shape.m, cols_scale.data(), SCHEDX_DEVICE_CPU, nullptr);
                     REQUIRE(s == SCHEDX_OK);
-                    CHECK(untouched(x));
-                    CHECK(untouched(rows));
-                    CHECK(untouched(cols));
+                    CHECK(x.untouched());
+                    CHECK(rows.untouched());
+                    CHECK(cols.untouched());
                     // Axiswise: rows_scale is [M][1], cols_scale [1][K]; the entries that exist
                     // hold torchao's amax_to_scale of 0 (amax clamped to 1e-12).
                     const int64_t entries[2] = {recipe == SCHEDX_RECIPE_AXISWISE ? shape.m : 0,

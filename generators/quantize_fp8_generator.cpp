@@ -1022,11 +1022,8 @@ private:
                 .bound_storage(x, T / 4 + 1);
         }
         if (merged_maxima) {
-            // 256 threads: rows' blocks on the first 4 warps, the columns' on the last 4 (a row or
-            // column each, its 128 / B blocks unrolled); each maximum in registers, 8 loads a step
-            // (2-byte loads on both sides: the side's select in the address keeps the rows from
-            // 16-byte loads).
-            // The axiswise first pass keeps the maxima themselves (its sinks' atomics read them).
+            // Rows on warps 0-3, columns on 4-7, a row or column per thread, its blocks unrolled, each
+            // maximum in registers; the axiswise first pass keeps the maxima (its sinks read them).
             Func kept = row_sink ? merged_amax.in() : merged_scale;
             Var i = kept.args()[0], b = kept.args()[1], which = kept.args()[2];
             Var t("t"), lo("lo"), hi("hi");

@@ -1,0 +1,480 @@
+"""torch.compile finds schedx in unchanged code: a post-grad graph pass for Inductor.
+
+    import schedx.inductor
+    schedx.inductor.enable()          # or: with schedx.inductor.enabled(): ...
+    model = torch.compile(model)      # the user's code, unchanged
+
+The pass rewrites, in each graph Inductor compiles (forward and backward alike):
+  - the fp8 cast with its transposed copy, `f = clamp(x * s, -fmax, fmax).to(fp8)` and
+    `f.t().contiguous()` (with or without the final `.t()`), into schedx's cast_transpose_fp8;
+    with `max|x|` of the same x in the graph (delayed scaling), into cast_transpose_fp8_amax;
+    with torchao's tensorwise scale of that amax (current scaling), into
+    cast_transpose_fp8_current_scaling;
+  - the weight-only int8 linear, `mm(x, W.to(x.dtype).t()) * scales (+ bias)` as gpt-fast and
+    torchao's int8 weight-only tensors trace, 2-D or 3-D x, into w8_linear.
+A match is rewritten only where schedx supports the call; everything else stays Inductor's,
+and `last_report()` (and the logger "schedx.inductor" at INFO) says what was rewritten and why
+each near miss was not. docs/pytorch.md lists the spellings matched and the reasons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import functools
+import hashlib
+import logging
+import operator
+from typing import Any, Callable, Iterator, Optional, Union
+
+import torch
+from torch._inductor import config as inductor_config
+from torch._inductor.custom_graph_pass import CustomGraphPass, get_hash_for_files
+from torch.fx import Graph, Node
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from . import _capi
+from . import ops as _ops
+
+__all__ = ["Pattern", "Rewrite", "Skip", "GraphReport", "SchedxGraphPass", "enable", "disable", "enabled",
+           "is_enabled", "last_report", "reports"]
+
+log = logging.getLogger(__name__)
+aten, prims = torch.ops.aten, torch.ops.prims
+
+FP8_MAX = {torch.float8_e4m3fn: torch.finfo(torch.float8_e4m3fn).max,
+           torch.float8_e5m2: torch.finfo(torch.float8_e5m2).max}
+CAST_X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+W8_X_DTYPES = (torch.bfloat16, torch.float16)
+W8_SCALE_DTYPES = (torch.bfloat16, torch.float32)
+# torchao's tensorwise scale clamps amax to this before dividing (schedx.h, current scaling).
+AMAX_EPS = 1e-12
+SUPPORTED_DEVICES = ("cpu", "cuda")
+
+_VIEWS = (aten.view.default, aten.reshape.default, aten._unsafe_view.default)
+_CLAMP_SCALARS = (aten.clamp_min.default, aten.clamp_max.default, aten.clamp.default)
+_CLAMP_TENSORS = (aten.clamp_min.Tensor, aten.clamp_max.Tensor, aten.clamp.Tensor)
+_MAXIMA = (aten.max.default, aten.amax.default)
+
+
+class Pattern(enum.Enum):
+    CAST_TRANSPOSE = "cast_transpose"
+    CAST_TRANSPOSE_AMAX = "cast_transpose_amax"
+    CURRENT_SCALING = "current_scaling"
+    W8_LINEAR = "w8_linear"
+
+
+@dataclasses.dataclass(frozen=True)
+class Rewrite:
+    pattern: Pattern
+    node: str    # the node whose value schedx now computes
+    detail: str  # dtypes and shape
+
+
+@dataclasses.dataclass(frozen=True)
+class Skip:
+    pattern: Pattern
+    node: str
+    reason: str
+
+
+@dataclasses.dataclass
+class GraphReport:
+    rewrites: list[Rewrite] = dataclasses.field(default_factory=list)
+    skips: list[Skip] = dataclasses.field(default_factory=list)
+
+    def count(self, pattern: Pattern) -> int:
+        return sum(r.pattern is pattern for r in self.rewrites)
+
+
+_REPORTS_KEPT = 64
+_reports: list[GraphReport] = []
+
+
+def last_report() -> Optional[GraphReport]:
+    """What the pass did in the last graph it ran on (None before any). A graph served by
+    Inductor's FX graph cache runs no pass and adds no report."""
+    return _reports[-1] if _reports else None
+
+
+def reports() -> list[GraphReport]:
+    """The reports of the last graphs the pass ran on, oldest first (at most 64)."""
+    return list(_reports)
+
+
+# ------------------------------------------------------------------ graph helpers
+
+def _val(n: Any) -> Any:
+    return n.meta.get("val") if isinstance(n, Node) else None
+
+
+def _is(n: Any, *targets) -> bool:
+    return isinstance(n, Node) and n.op == "call_function" and n.target in targets
+
+
+def _arg(n: Node, i: int, name: str, default: Any = None) -> Any:
+    return n.args[i] if len(n.args) > i else n.kwargs.get(name, default)
+
+
+def _known(cond) -> bool:
+    """True where a (possibly symbolic) condition holds for every size the graph takes."""
+    return statically_known_true(cond)
+
+
+def _tensor_ok(v: Any, devices: tuple[str, ...] = SUPPORTED_DEVICES) -> bool:
+    return isinstance(v, torch.Tensor) and v.device.type in devices
+
+
+def _single_user(n: Node) -> bool:
+    return len(n.users) == 1
+
+
+def _emit(graph: Graph, target: Callable, *args: Any) -> Node:
+    """A call node with its fake value computed from its inputs' (what Inductor's lowering reads)."""
+    node = graph.call_function(target, args)
+    fake_args = torch.fx.node.map_arg(args, _val)
+    vals = [v for v in torch.utils._pytree.tree_leaves(fake_args) if isinstance(v, torch.Tensor)]
+    mode = torch._guards.detect_fake_mode(vals)
+    with (mode if mode is not None else contextlib.nullcontext()):
+        node.meta["val"] = target(*fake_args)
+    return node
+
+
+def _ancestors(n: Node, limit: int = 64) -> set[Node]:
+    seen: set[Node] = set()
+    stack = [n]
+    while stack and len(seen) < limit:
+        for a in stack.pop().all_input_nodes:
+            if a not in seen:
+                seen.add(a)
+                stack.append(a)
+    return seen
+
+
+def _describe(v: torch.Tensor) -> str:
+    return f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device.type}"
+
+
+# ------------------------------------------------------------------ the fp8 cast
+
+@dataclasses.dataclass
+class _Cast:
+    convert: Node       # prims.convert_element_type(..., fp8)
+    x: Node             # [M, K] bf16, fp16 or fp32, unit last stride
+    scale: Node         # one fp32 element
+    dtype: torch.dtype
+    cols: list[Node]    # f.t().contiguous() nodes, [K, M] contiguous
+
+
+def _match_cast(conv: Node) -> Union[_Cast, str, None]:
+    """The cast ending at `conv`, a reason it is not schedx's, or None for no fp8 cast."""
+    if not _is(conv, prims.convert_element_type.default) or conv.args[1] not in FP8_MAX:
+        return None
+    dtype = conv.args[1]
+    fmax = FP8_MAX[dtype]
+    lo, hi, v = -float("inf"), float("inf"), conv.args[0]
+    if _is(v, prims.convert_element_type.default):
+        return (f"x * s is rounded to {v.args[1]} before the cast (a 0-dim scale keeps x's dtype); "
+                "schedx computes it in fp32")
+    while _is(v, *_CLAMP_SCALARS, *_CLAMP_TENSORS):
+        if v.target in _CLAMP_TENSORS:
+            return "clamp bounds are tensors, whose values are unknown at compile time"
+        if not _single_user(v):
+            return "an intermediate of the cast is used elsewhere"
+        if v.target is aten.clamp_min.default:
+            lo = max(lo, v.args[1])
+        elif v.target is aten.clamp_max.default:
+            hi = min(hi, v.args[1])
+        else:
+            lo = max(lo, _arg(v, 1, "min", lo) if _arg(v, 1, "min") is not None else lo)
+            hi = min(hi, _arg(v, 2, "max", hi) if _arg(v, 2, "max") is not None else hi)
+        v = v.args[0]
+    if (lo, hi) != (-fmax, fmax):
+        return f"the clamp is to ({lo}, {hi}), not to +-{fmax}: schedx saturates to the format's range"
+    if _is(v, aten.div.Tensor):
+        return "x / s: schedx multiplies by the scale, and x * (1/s) can differ from x / s in the last bit"
+    if not _is(v, aten.mul.Tensor) or not _single_user(v):
+        return "the clamped value is not a product x * s used only by the cast"
+    a, b = v.args
+    va, vb = _val(a), _val(b)
+    if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)):
+        return "the scale is a Python number, not a tensor"
+    x, scale = (a, b) if va.dim() == 2 and _known(vb.numel() == 1) else (b, a)
+    vx, vs = _val(x), _val(scale)
+    if vx.dim() != 2 or not _known(vs.numel() == 1) or vs.dtype != torch.float32:
+        return "not a 2-D x times a one-element float32 scale"
+    if _val(v).dtype != torch.float32:
+        return f"x * s is computed in {_val(v).dtype} (a 0-dim scale keeps x's dtype); schedx computes it in fp32"
+    if _is(x, prims.convert_element_type.default) and x.args[1] == torch.float32 and \
+            _val(x.args[0]).dtype in CAST_X_DTYPES:
+        x = x.args[0]  # x.float() * s: schedx reads x in its own dtype, exactly widened
+        vx = _val(x)
+    if vx.dtype not in CAST_X_DTYPES:
+        return f"x is {vx.dtype}: schedx casts bf16, fp16 or fp32"
+    if not (_tensor_ok(vx) and _tensor_ok(vs) and vx.device == vs.device):
+        return f"x on {vx.device} and the scale on {vs.device}: schedx needs both on one CPU or CUDA device"
+    if not _known(vx.stride(1) == 1) and not _known(vx.shape[1] == 1):
+        return f"x has strides {tuple(vx.stride())}: schedx would copy it to row-major first"
+    cols = [u for p in conv.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]
+            for u in p.users if _is(u, aten.clone.default)
+            and u.kwargs.get("memory_format", torch.contiguous_format) == torch.contiguous_format]
+    if not cols:
+        return "no transposed copy f.t().contiguous(): Inductor's cast alone is already one pass"
+    return _Cast(conv, x, scale, dtype, cols)
+
+
+def _absmax_of(x: Node) -> Optional[Node]:
+    """A node computing max|x| over all of x (x or x.float()), 0-dim, if the graph has one."""
+    sources = [x] + [u for u in x.users if _is(u, prims.convert_element_type.default) and u.args[1] == torch.float32]
+    for src in sources:
+        for a in src.users:
+            if not _is(a, aten.abs.default):
+                continue
+            for m in a.users:
+                if _is(m, aten.max.default) or (_is(m, aten.amax.default) and not _arg(m, 2, "keepdim", False)
+                                                and sorted(_arg(m, 1, "dim", []) or range(2)) == [0, 1]):
+                    return m
+    return None
+
+
+def _current_scale_of(scale: Node, amax: Node, dtype: torch.dtype) -> Optional[bool]:
+    """pow2_scales if `scale` is torchao's tensorwise scale of `amax` in the post-grad graph,
+    fp32(fmax / clamp(fp64(amax), 1e-12)) then optionally exp2(floor(log2(.))); else None."""
+    pow2 = False
+    n = scale
+    if _is(n, aten.exp2.default) and _is(n.args[0], aten.floor.default) and _is(n.args[0].args[0], aten.log2.default):
+        pow2, n = True, n.args[0].args[0].args[0]
+    if not (_is(n, prims.convert_element_type.default) and n.args[1] == torch.float32):
+        return None
+    q = n.args[0]
+    if not _is(q, aten.mul.Tensor) or set(map(type, q.args)) != {Node, float}:
+        return None
+    recip = next(a for a in q.args if isinstance(a, Node))
+    if next(a for a in q.args if not isinstance(a, Node)) != FP8_MAX[dtype] or not _is(recip, aten.reciprocal.default):
+        return None
+    c = recip.args[0]
+    if not (_is(c, aten.clamp_min.default) and c.args[1] == AMAX_EPS):
+        return None
+    wide = c.args[0]
+    if not (_is(wide, prims.convert_element_type.default) and wide.args[1] == torch.float64 and wide.args[0] is amax):
+        return None
+    return pow2
+
+
+def _rewrite_cast(graph: Graph, m: _Cast, order: dict[Node, int], report: GraphReport) -> None:
+    vx = _val(m.x)
+    amax = _absmax_of(m.x)
+    pow2 = None
+    if amax is not None and amax in _ancestors(m.scale):
+        pow2 = _current_scale_of(m.scale, amax, m.dtype)
+        if pow2 is None:  # the scale comes from the amax by other math: cast with it, keep the amax
+            report.skips.append(Skip(Pattern.CURRENT_SCALING, m.convert.name,
+                                     "the scale is not torchao's fp8_max / clamp(amax, 1e-12): cast alone"))
+            amax = None
+    replaced = [m.convert, *m.cols] + ([amax] if amax is not None else []) + ([m.scale] if pow2 is not None else [])
+    first = min(replaced, key=order.__getitem__)
+    inputs = [m.x] if pow2 is not None else [m.x, m.scale]
+    if any(order[i] > order[first] for i in inputs):
+        report.skips.append(Skip(Pattern.CAST_TRANSPOSE_AMAX, m.convert.name,
+                                 "the amax is used before the scale is computed: cast alone"))
+        amax, replaced = None, [m.convert, *m.cols]
+        first = min(replaced, key=order.__getitem__)
+    with graph.inserting_before(first):
+        if pow2 is not None:
+            pattern = Pattern.CURRENT_SCALING
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.default, m.x, m.dtype, pow2)
+            amax_out, scale_out = (_emit(graph, operator.getitem, out, 2), _emit(graph, operator.getitem, out, 3))
+            new_scale = _emit(graph, aten.reshape.default, scale_out, list(_val(m.scale).shape))
+            m.scale.replace_all_uses_with(new_scale)
+        elif amax is not None:
+            pattern = Pattern.CAST_TRANSPOSE_AMAX
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_amax.default, m.x, m.scale, m.dtype)
+            amax_out = _emit(graph, operator.getitem, out, 2)
+        else:
+            pattern = Pattern.CAST_TRANSPOSE
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.default, m.x, m.scale, m.dtype)
+        rows = _emit(graph, operator.getitem, out, 0)
+        cols = _emit(graph, operator.getitem, out, 1)
+        cols_t = _emit(graph, aten.permute.default, cols, [1, 0])
+        if amax is not None:  # max|x| is exact in x's dtype: the fp32 amax converts back exactly
+            new_amax = _emit(graph, aten.reshape.default, amax_out, [])
+            if _val(amax).dtype != torch.float32:
+                new_amax = _emit(graph, prims.convert_element_type.default, new_amax, _val(amax).dtype)
+            amax.replace_all_uses_with(new_amax)
+    m.convert.replace_all_uses_with(rows)
+    for clone in m.cols:
+        clone.replace_all_uses_with(cols_t)
+    report.rewrites.append(Rewrite(pattern, m.convert.name, f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}"))
+
+
+# ------------------------------------------------------------------ the int8 weight-only linear
+
+@dataclasses.dataclass
+class _W8:
+    result: Node                 # the node whose value y replaces (the scale's mul or the bias add)
+    x: Node                      # [M, K], unit last stride
+    w: Node                      # int8 [N, K]
+    scales: Node
+    bias: Optional[Node]
+    out_shape: Optional[list]    # the 3-D view of y, where x was 3-D
+
+
+def _match_w8(mul: Node) -> Union[_W8, str, None]:
+    if not _is(mul, aten.mul.Tensor) or not all(isinstance(a, Node) for a in mul.args):
+        return None
+    for r, s in (mul.args, mul.args[::-1]):
+        out_shape = None
+        mm = r
+        if _is(r, *_VIEWS) and _is(r.args[0], aten.mm.default) and _single_user(r.args[0]):
+            mm, out_shape = r.args[0], list(r.args[1])
+        if _is(mm, aten.mm.default):
+            break
+    else:
+        return None
+    x, p = mm.args
+    # W.to(dt).t() (gpt-fast) or W.t().to(dt) (torchao's int8 weight-only tensor, traced)
+    convert = p.args[0] if _is(p, aten.permute.default) else p
+    transpose = p if convert is not p else (p.args[0] if _is(p, prims.convert_element_type.default) else None)
+    if not (_is(convert, prims.convert_element_type.default) and _is(transpose, aten.permute.default)
+            and list(transpose.args[1]) == [1, 0]):
+        return None
+    w = transpose.args[0] if convert is p else convert.args[0]
+    vx, vw, vs, vr = _val(x), _val(w), _val(s), _val(r)
+    if vw is None or vw.dtype != torch.int8:
+        return None
+    if not _single_user(mm) or not _single_user(r):
+        return "the unscaled product is used elsewhere"
+    n, k = vw.shape
+    if vs is None or vs.dtype not in W8_SCALE_DTYPES or not _known(vs.numel() == n) or \
+            (vs.dim() and not _known(vs.shape[-1] == n)):
+        return f"the scales are {None if vs is None else _describe(vs)}: schedx takes one bf16 or fp32 scale per row"
+    if vx.dtype not in W8_X_DTYPES or convert.args[1] != vx.dtype:
+        return f"x is {vx.dtype}: schedx's int8 linear takes bf16 or fp16 x"
+    if not all(_tensor_ok(v) and v.device == vx.device for v in (vx, vw, vs)):
+        return "x, W and the scales are not on one CPU or CUDA device"
+    if not _known(vx.stride(1) == 1) or not _known(vw.stride(1) == 1):
+        return "x or W does not have a unit last stride: schedx would copy it first"
+    result, bias = mul, None
+    add = next(iter(mul.users)) if _single_user(mul) else None
+    if _is(add, aten.add.Tensor) and isinstance(add.args[1], Node):
+        vb = _val(add.args[1])
+        if vb.dtype == vs.dtype and vb.dim() == 1 and _known(vb.shape[0] == n) and vb.device == vx.device:
+            result, bias = add, add.args[1]
+    return _W8(result, x, w, s, bias, out_shape)
+
+
+def _rewrite_w8(graph: Graph, m: _W8, report: GraphReport) -> None:
+    vs = _val(m.scales)
+    n = _val(m.w).shape[0]
+    with graph.inserting_before(m.result):
+        scales = m.scales if vs.dim() == 1 else _emit(graph, aten.reshape.default, m.scales, [n])
+        y = _emit(graph, torch.ops.schedx.w8_linear.default, m.x, m.w, scales, m.bias)
+        if m.out_shape is not None:
+            y = _emit(graph, aten.reshape.default, y, m.out_shape)
+        want = _val(m.result)
+        if list(_val(y).shape) != list(want.shape):  # scales [1, N] against a 2-D y: the same values
+            y = _emit(graph, aten.reshape.default, y, list(want.shape))
+        if want.dtype != _val(y).dtype:  # fp32 scales promote the eager product to fp32
+            y = _emit(graph, prims.convert_element_type.default, y, want.dtype)
+    m.result.replace_all_uses_with(y)
+    report.rewrites.append(Rewrite(Pattern.W8_LINEAR, m.result.name,
+                                   f"x {_describe(_val(m.x))}, W {list(_val(m.w).shape)}, scales "
+                                   f"{str(vs.dtype).removeprefix('torch.')}{', bias' if m.bias is not None else ''}"))
+
+
+# ------------------------------------------------------------------ the pass
+
+def rewrite(graph: Graph) -> GraphReport:
+    """Rewrites the seed patterns of `graph` in place into torch.ops.schedx calls."""
+    report = GraphReport()
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        for pattern, match, apply in ((Pattern.CAST_TRANSPOSE, _match_cast, _rewrite_cast),
+                                      (Pattern.W8_LINEAR, _match_w8, None)):
+            m = match(node)
+            if isinstance(m, str):
+                report.skips.append(Skip(pattern, node.name, m))
+            elif m is not None and apply is not None:
+                apply(graph, m, order, report)
+            elif m is not None:
+                _rewrite_w8(graph, m, report)
+    if report.rewrites:
+        graph.eliminate_dead_code()
+    return report
+
+
+@functools.lru_cache(1)
+def _library_digest(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class SchedxGraphPass(CustomGraphPass):
+    """The pass as Inductor's post_grad_custom_pre_pass, running `chained` (the pass the
+    user had set, if any) after its own rewrite."""
+
+    def __init__(self, chained: Optional[Callable[[Graph], None]] = None):
+        self.chained = chained
+
+    def __call__(self, graph: Graph) -> None:
+        report = rewrite(graph)
+        _reports.append(report)
+        del _reports[:-_REPORTS_KEPT]
+        for r in report.rewrites:
+            log.info("schedx.inductor: %s at %s (%s)", r.pattern.value, r.node, r.detail)
+        for s in report.skips:
+            log.info("schedx.inductor: left %s at %s to Inductor: %s", s.pattern.value, s.node, s.reason)
+        if self.chained is not None:
+            self.chained(graph)
+
+    def uuid(self) -> Optional[Any]:
+        """Changes with this file, the ops' Python side and libschedx's bytes; None (no
+        caching, as Inductor does for any pass without one) where the chained pass has none."""
+        chained = None
+        if self.chained is not None:
+            chained = self.chained.uuid() if isinstance(self.chained, CustomGraphPass) else None
+            if chained is None:
+                return None
+        own = get_hash_for_files((__file__, _ops.__file__), extra=_library_digest(_capi.lib()._name)).hex()
+        return (own, chained)
+
+
+def is_enabled() -> bool:
+    return isinstance(inductor_config.post_grad_custom_pre_pass, SchedxGraphPass)
+
+
+def enable() -> None:
+    """Installs the pass for every later torch.compile (a graph compiled before keeps its code)."""
+    if not is_enabled():
+        inductor_config.post_grad_custom_pre_pass = SchedxGraphPass(inductor_config.post_grad_custom_pre_pass)
+
+
+def disable() -> None:
+    """Removes the pass, restoring the one it chained to."""
+    current = inductor_config.post_grad_custom_pre_pass
+    if isinstance(current, SchedxGraphPass):
+        inductor_config.post_grad_custom_pre_pass = current.chained
+    elif any(isinstance(p, SchedxGraphPass) for p in _chain(current)):
+        raise RuntimeError("schedx.inductor.disable: another pass was installed over schedx's; remove it first")
+
+
+def _chain(p: Any) -> Iterator[Any]:
+    while p is not None:
+        yield p
+        p = getattr(p, "chained", None)
+
+
+@contextlib.contextmanager
+def enabled() -> Iterator[None]:
+    """The pass on inside the block (for the compiles that happen there), as it was after."""
+    was = is_enabled()
+    enable()
+    try:
+        yield
+    finally:
+        if not was:
+            disable()

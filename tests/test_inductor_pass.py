@@ -1,0 +1,391 @@
+"""schedx.inductor: unchanged programs compiled with the pass against the same programs run
+eagerly (casts bit for bit with their strides; the int8 linear within schedx's tolerance of
+an fp64 reference), unsupported spellings left to Inductor and still correct, the graph
+cache key, chaining with a user's pass, the report. CPU tensors (and CUDA where present).
+Where torch is not installed it exits 77 (skipped); torchao's patterns skip without torchao.
+"""
+
+import logging
+import os
+import sys
+import tempfile
+import unittest
+
+os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
+# A cache of this run's own: the cache-key test needs to know what it holds.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="schedx-inductor-"))
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
+
+if torch is not None:
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+    from torch._inductor.utils import run_and_get_code
+
+    import schedx.inductor as si
+    from schedx.inductor import Pattern
+
+    try:
+        import torchao  # noqa: F401
+    except ImportError:
+        torchao = None
+
+    DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+    E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def cast_input(m, k, dtype):
+    """Values across the fp8 range at scale 2: saturating, subnormal, negative zero, no NaN."""
+    g = torch.Generator().manual_seed(m * 131 + k)
+    x = torch.randn(m, k, generator=g) * torch.logspace(-9, 9, k, base=2.0)
+    x[0, :4] = torch.tensor([1e5, -1e5, -0.0, 3e-6])
+    return x.to(dtype).to(DEVICE)
+
+
+def u8(t):
+    return t.view(torch.uint8) if t.dtype in (E4M3, E5M2) else t
+
+
+class PassCase(unittest.TestCase):
+    def setUp(self):
+        torch._dynamo.reset()
+        si.enable()
+
+    def tearDown(self):
+        si.disable()
+
+    def compiled(self, fn, *args, **compile_kwargs):
+        """fn compiled with the pass (fullgraph), its outputs and the pass's report."""
+        out = torch.compile(fn, fullgraph=True, **compile_kwargs)(*args)
+        return out, si.last_report()
+
+    def assert_same_as_eager(self, fn, args, out):
+        ref = fn(*args)
+        for a, b in zip(out, ref):
+            self.assertEqual(a.dtype, b.dtype)
+            self.assertEqual(a.shape, b.shape)
+            if a.numel() > 1:  # strides of a one-element result mean nothing
+                self.assertEqual(a.stride(), b.stride())
+            self.assertTrue(torch.equal(u8(a).cpu(), u8(b).cpu()), f"{a.dtype} {tuple(a.shape)} differs from eager")
+
+
+# ------------------------------------------------------------------ the fp8 cast
+
+def issue_130015(x, s):  # the pattern of PyTorch issue 130015, as written there
+    f = (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return f, f.t().contiguous().t()
+
+
+def clamp_kwargs_e5m2(x, s):
+    f = torch.clamp(x.float() * s, min=-57344.0, max=57344.0).to(torch.float8_e5m2)
+    return f, f.t().contiguous()
+
+
+def clamp_min_max_scale_first(x, s):
+    f = (s * x).clamp_min(-448.0).clamp_max(448.0).to(torch.float8_e4m3fn)
+    return f.float(), f.t().contiguous().t()  # rows read by another op
+
+
+def delayed_amax(x, s):
+    f = (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return f, f.t().contiguous().t(), x.abs().max()
+
+
+def delayed_amax_float(x, s):
+    f = (x.float() * s).clamp(-57344.0, 57344.0).to(torch.float8_e5m2)
+    return f, f.t().contiguous().t(), torch.amax(torch.abs(x.float()))
+
+
+def current_scaling(pow2):
+    """torchao's tensorwise scale of x's own amax (fp64 quotient), then the cast."""
+    def fn(x):
+        amax = torch.max(torch.abs(x)).to(torch.float64)
+        scale = (torch.finfo(torch.float8_e4m3fn).max / torch.clamp(amax, min=1e-12)).to(torch.float32)
+        if pow2:
+            scale = torch.exp2(torch.floor(torch.log2(scale)))
+        f = (x.to(torch.float32) * scale).clamp(min=-448.0, max=448.0).to(torch.float8_e4m3fn)
+        return f, f.t().contiguous().t(), scale
+    return fn
+
+
+def needs_torch(cls):
+    return unittest.skipIf(torch is None, "torch is not installed")(cls)
+
+
+@needs_torch
+class CastTest(PassCase):
+    def test_spellings_bit_exact(self):
+        s = torch.tensor([2.0], device=DEVICE)
+        cases = [(issue_130015, torch.bfloat16, Pattern.CAST_TRANSPOSE),
+                 (clamp_kwargs_e5m2, torch.float16, Pattern.CAST_TRANSPOSE),
+                 (clamp_min_max_scale_first, torch.float32, Pattern.CAST_TRANSPOSE),
+                 (delayed_amax, torch.bfloat16, Pattern.CAST_TRANSPOSE_AMAX),
+                 (delayed_amax_float, torch.float16, Pattern.CAST_TRANSPOSE_AMAX)]
+        for fn, dtype, pattern in cases:
+            with self.subTest(fn=fn.__name__, dtype=dtype):
+                torch._dynamo.reset()
+                x = cast_input(96, 160, dtype)
+                out, report = self.compiled(fn, x, s)
+                self.assertEqual(report.count(pattern), 1, report)
+                self.assert_same_as_eager(fn, (x, s), out)
+
+    def test_current_scaling(self):
+        for pow2 in (False, True):
+            with self.subTest(pow2=pow2):
+                torch._dynamo.reset()
+                fn = current_scaling(pow2)
+                x = cast_input(64, 96, torch.bfloat16)
+                out, report = self.compiled(fn, x)
+                self.assertEqual(report.count(Pattern.CURRENT_SCALING), 1, report)
+                self.assert_same_as_eager(fn, (x,), out)
+
+    def test_dynamic_m(self):
+        s = torch.tensor([0.5], device=DEVICE)
+        fn = torch.compile(issue_130015, fullgraph=True, dynamic=True)
+        for m in (5, 33, 17):  # M = 1 has no transpose to fuse: f.t().contiguous() is f
+            x = cast_input(m, 48, torch.bfloat16)
+            self.assert_same_as_eager(issue_130015, (x, s), fn(x, s))
+        self.assertEqual(si.last_report().count(Pattern.CAST_TRANSPOSE), 1)
+
+    def test_unsupported_left_alone(self):
+        """Each is left to Inductor with its reason in the report, and still equals eager."""
+        s = torch.tensor([2.0], device=DEVICE)
+        x = cast_input(32, 48, torch.bfloat16)
+
+        def divided(x, s):
+            f = (x / s).clamp(-448.0, 448.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def zero_dim_scale(x, s):  # bf16 * 0-dim fp32 stays bf16: a rounding schedx does not do
+            f = (x * s.reshape(())).clamp(-448.0, 448.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def per_row_scale(x, s):
+            f = (x * s.expand(x.shape[0]).unsqueeze(1)).clamp(-448.0, 448.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def transposed_x(x, s):
+            f = (x.t() * s).clamp(-448.0, 448.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def float64_x(x, s):
+            f = (x.double() * s).clamp(-448.0, 448.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def narrower_clamp(x, s):
+            f = (x * s).clamp(-240.0, 240.0).to(E4M3)
+            return f, f.t().contiguous()
+
+        def rows_only(x, s):
+            return ((x * s).clamp(-448.0, 448.0).to(E4M3),)
+
+        cases = [(divided, "x / s"), (zero_dim_scale, "rounded to torch.bfloat16"),
+                 (per_row_scale, "one-element float32 scale"), (transposed_x, "strides"),
+                 (float64_x, "computed in torch.float64"), (narrower_clamp, "not to +-448"),
+                 (rows_only, "no transposed copy")]
+        for fn, reason in cases:
+            with self.subTest(fn=fn.__name__):
+                torch._dynamo.reset()
+                out, report = self.compiled(fn, x, s)
+                self.assertEqual(report.rewrites, [], report)
+                self.assertTrue(any(reason in skip.reason for skip in report.skips), report)
+                self.assert_same_as_eager(fn, (x, s), out)
+
+    def test_transposed_copy_also_used_elsewhere(self):
+        """f.t() is also an output: it stays a view of schedx's rows."""
+        def fn(x, s):
+            f = (x * s).clamp(-448.0, 448.0).to(E4M3)
+            return f.t(), f.t().contiguous()
+        s = torch.tensor([4.0], device=DEVICE)
+        x = cast_input(40, 24, torch.bfloat16)
+        out, report = self.compiled(fn, x, s)
+        self.assertEqual(report.count(Pattern.CAST_TRANSPOSE), 1, report)
+        self.assert_same_as_eager(fn, (x, s), out)
+
+
+# ------------------------------------------------------------------ the int8 linear
+
+class GptFastInt8Linear(torch.nn.Module if torch is not None else object):
+    """gpt-fast's weight-only int8 linear as its users write it (int8 weight, per-row scales)."""
+
+    def __init__(self, n, k, scales_dtype, bias_dtype=None):
+        super().__init__()
+        g = torch.Generator().manual_seed(n + k)
+        self.register_buffer("weight", torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g))
+        self.register_buffer("scales", (torch.rand(n, generator=g) / 64 + 1e-3).to(scales_dtype))
+        self.bias = None if bias_dtype is None else torch.nn.Parameter(
+            torch.randn(n, generator=g).to(bias_dtype), requires_grad=False)
+
+    def forward(self, x):
+        y = F.linear(x, self.weight.to(dtype=x.dtype)) * self.scales
+        return y if self.bias is None else y + self.bias
+
+
+def w8_reference(mod, x):
+    y = (x.double() @ mod.weight.double().t()) * mod.scales.double()
+    return y if mod.bias is None else y + mod.bias.double()
+
+
+@needs_torch
+class W8Test(PassCase):
+    def check(self, mod, x, compile_kwargs=None):
+        with torch.no_grad():
+            y, report = self.compiled(mod, x, **(compile_kwargs or {}))
+            ref = w8_reference(mod, x)
+        self.assertEqual(report.count(Pattern.W8_LINEAR), 1, report)
+        self.assertEqual((y.dtype, y.shape), (mod(x).dtype, ref.shape))
+        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+
+    def test_gpt_fast_formulation(self):
+        cases = [((1, 256), torch.bfloat16, torch.bfloat16, None), ((5, 256), torch.bfloat16, torch.bfloat16, None),
+                 ((2, 3, 256), torch.bfloat16, torch.bfloat16, None),
+                 ((4, 256), torch.bfloat16, torch.bfloat16, torch.bfloat16),
+                 ((3, 256), torch.bfloat16, torch.float32, None),
+                 ((3, 256), torch.float16, torch.float32, None)]
+        for shape, x_dtype, s_dtype, b_dtype in cases:
+            with self.subTest(shape=shape, x=x_dtype, scales=s_dtype, bias=b_dtype):
+                torch._dynamo.reset()
+                mod = GptFastInt8Linear(72, shape[-1], s_dtype, b_dtype).to(DEVICE)
+                self.check(mod, torch.randn(shape, dtype=x_dtype, device=DEVICE))
+
+    def test_dynamic_m(self):
+        mod = GptFastInt8Linear(40, 64, torch.bfloat16).to(DEVICE)
+        fn = torch.compile(mod, fullgraph=True)
+        with torch.no_grad():
+            for m in (3, 7, 12):
+                x = torch.randn(m, 64, dtype=torch.bfloat16, device=DEVICE)
+                torch._dynamo.mark_dynamic(x, 0)
+                ref = w8_reference(mod, x)
+                torch.testing.assert_close(fn(x).double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+        self.assertEqual(si.last_report().count(Pattern.W8_LINEAR), 1)
+
+    def test_unscaled_product_used_elsewhere(self):
+        mod = GptFastInt8Linear(24, 32, torch.bfloat16).to(DEVICE)
+
+        def fn(x):
+            p = F.linear(x, mod.weight.to(x.dtype))
+            return p * mod.scales, p
+        x = torch.randn(4, 32, dtype=torch.bfloat16, device=DEVICE)
+        out, report = self.compiled(fn, x)
+        self.assertEqual(report.rewrites, [])
+        self.assertTrue(any("used elsewhere" in s.reason for s in report.skips), report)
+        for a, b in zip(out, fn(x)):
+            torch.testing.assert_close(a, b)
+
+    @unittest.skipIf(torch is None or torchao is None, "torchao is not installed")
+    def test_torchao_int8_weight_only(self):
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+        for shape in ((1, 128), (6, 128), (2, 3, 128)):
+            with self.subTest(shape=shape):
+                torch._dynamo.reset()
+                lin = torch.nn.Linear(128, 80, bias=False).to(torch.bfloat16).to(DEVICE)
+                model = torch.nn.Sequential(lin)
+                quantize_(model, Int8WeightOnlyConfig())
+                x = torch.randn(shape, dtype=torch.bfloat16, device=DEVICE)
+                with torch.no_grad():
+                    eager = model(x)
+                    y, report = self.compiled(model, x)
+                self.assertEqual(report.count(Pattern.W8_LINEAR), 1, report)
+                torch.testing.assert_close(y.float(), eager.float(), rtol=2e-2, atol=2e-2 * eager.abs().max().item())
+
+
+@needs_torch
+class TorchaoFloat8Test(PassCase):
+    @unittest.skipIf(torch is None or torchao is None, "torchao is not installed")
+    def test_float8_linear_step(self):
+        """torchao's tensorwise Float8Linear, unchanged and compiled: the input's cast (forward) and
+        grad_output's (backward), each with its transposed copy, run as schedx's current-scaling
+        op; the weight's casts (a transposed view, one copy each) stay Inductor's. Output and both
+        gradients equal torchao's eager step bit for bit."""
+        from torchao.float8 import convert_to_float8_training
+
+        def step(compiled):
+            g = torch.Generator().manual_seed(7)
+            model = torch.nn.Sequential(torch.nn.Linear(64, 48, bias=False))
+            with torch.no_grad():
+                model[0].weight.copy_(torch.randn(48, 64, generator=g))
+            model = model.to(torch.bfloat16).to(DEVICE)
+            convert_to_float8_training(model)
+            x = torch.randn(32, 64, generator=g).to(torch.bfloat16).to(DEVICE).requires_grad_()
+            run = torch.compile(model) if compiled else model
+            y = run(x)
+            y.backward(torch.randn(y.shape, generator=g).to(y))
+            return y.detach(), x.grad, model[0].weight.grad
+
+        first = len(si.reports())
+        out = step(compiled=True)
+        graphs = si.reports()[first:]
+        self.assertEqual([r.count(Pattern.CURRENT_SCALING) for r in graphs], [1, 1], graphs)
+        for a, b in zip(out, step(compiled=False)):
+            self.assertTrue(torch.equal(a, b))
+
+
+# ------------------------------------------------------------------ installing the pass
+
+class CountingPass(CustomGraphPass if torch is not None else object):
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, graph):
+        self.calls += 1
+
+    def uuid(self):
+        return "counting-pass-v1"
+
+
+@needs_torch
+class InstallTest(unittest.TestCase):
+    def tearDown(self):
+        si.disable()
+        torch._inductor.config.post_grad_custom_pre_pass = None
+
+    def test_chains_and_restores_user_pass(self):
+        user = CountingPass()
+        torch._inductor.config.post_grad_custom_pre_pass = user
+        with si.enabled():
+            self.assertIs(torch._inductor.config.post_grad_custom_pre_pass.chained, user)
+            torch._dynamo.reset()
+            s = torch.tensor([2.0], device=DEVICE)
+            torch.compile(issue_130015, fullgraph=True)(cast_input(16, 16, torch.bfloat16), s)
+            self.assertEqual(user.calls, 1)
+            self.assertEqual(si.last_report().count(Pattern.CAST_TRANSPOSE), 1)
+        self.assertIs(torch._inductor.config.post_grad_custom_pre_pass, user)
+
+    def test_uuid(self):
+        own = si.SchedxGraphPass().uuid()
+        self.assertIsNotNone(own)
+        self.assertEqual(own, si.SchedxGraphPass().uuid())
+        chained = si.SchedxGraphPass(CountingPass()).uuid()
+        self.assertEqual(chained, (own[0], "counting-pass-v1"))
+        # a plain function has no identity Inductor can key on: no caching, as Inductor does itself
+        self.assertIsNone(si.SchedxGraphPass(lambda g: None).uuid())
+
+    def test_graph_cache_keeps_with_and_without_apart(self):
+        """The same program compiled with, without, then with the pass, the FX graph cache on:
+        each compile's code calls schedx exactly when the pass is on."""
+        s = torch.tensor([2.0], device=DEVICE)
+        x = cast_input(24, 40, torch.bfloat16)
+        with torch._inductor.config.patch(fx_graph_cache=True):
+            for on in (True, False, True):
+                torch._dynamo.reset()
+                (si.enable if on else si.disable)()
+                _, code = run_and_get_code(torch.compile(issue_130015, fullgraph=True), x, s)
+                self.assertEqual("schedx.cast_transpose_fp8" in "\n".join(code), on)
+
+    def test_report_logged(self):
+        si.enable()
+        torch._dynamo.reset()
+        s = torch.tensor([2.0], device=DEVICE)
+        with self.assertLogs("schedx.inductor", logging.INFO) as logs:
+            torch.compile(issue_130015, fullgraph=True)(cast_input(16, 16, torch.bfloat16), s)
+        self.assertTrue(any("cast_transpose at" in line for line in logs.output), logs.output)
+
+
+if __name__ == "__main__":
+    if torch is None:
+        print("torch is not installed: skipped")
+        sys.exit(77)
+    unittest.main()

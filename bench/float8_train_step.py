@@ -15,6 +15,7 @@ Usage (GPU machine, repository root; torchao from carried wheels on PYTHONPATH):
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -22,6 +23,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import schedx.inductor  # noqa: E402
 import schedx.nn as snn  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
 
@@ -122,6 +124,8 @@ def kernel_time_us(step, steps=3):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default=",".join("x".join(map(str, s)) for s in SHAPES))
+    ap.add_argument("--variants", help="comma-separated 'kind (mode)' labels to run, e.g. "
+                    "'bf16 (eager),torchao (compile),torchao+pass (compile)'; default: all")
     ap.add_argument("--out")
     ap.add_argument("--commit")
     args = ap.parse_args()
@@ -145,7 +149,7 @@ def main():
         def make(kind):
             if kind == "bf16":
                 return lin
-            if kind == "torchao":
+            if kind in ("torchao", "torchao+pass"):
                 return convert_to_float8_training(torch.nn.Sequential(lin))[0]
             if kind == "math":
                 mm = MathFloat8Linear(k, n, bias=False, device="meta")
@@ -154,19 +158,23 @@ def main():
             cfg = snn.Float8LinearConfig(scaling="delayed" if kind == "schedx delayed" else "current")
             return snn.Float8Linear.from_float(lin, cfg)
 
-        variants = [("bf16", "eager"), ("torchao", "compile"), ("math", "compile"), ("schedx", "eager"),
-                    ("schedx", "compile"), ("schedx delayed", "eager"), ("schedx delayed", "compile")]
+        variants = [("bf16", "eager"), ("torchao", "compile"), ("torchao+pass", "compile"), ("math", "compile"),
+                    ("schedx", "eager"), ("schedx", "compile"), ("schedx delayed", "eager"),
+                    ("schedx delayed", "compile")]
+        if args.variants:
+            variants = [v for v in variants if f"{v[0]} ({v[1]})" in args.variants.split(",")]
         steps, results, failed = {}, {}, []
         for kind, mode in variants:
-            if kind == "torchao" and convert_to_float8_training is None:
+            if kind.startswith("torchao") and convert_to_float8_training is None:
                 continue
             label = f"{kind} ({mode})"
             try:
                 module = make(kind)
                 run = torch.compile(module) if mode == "compile" else module
                 step = step_fn(run, x, grad)
-                for _ in range(3):  # compile and warm up
-                    step()
+                with schedx.inductor.enabled() if kind.endswith("+pass") else contextlib.nullcontext():
+                    for _ in range(3):  # compile (forward and backward graphs) and warm up
+                        step()
                 x.grad = None
                 lin.weight.grad = None
                 out = run(x)
@@ -200,7 +208,7 @@ def main():
         rows += [r + ["", ""] for r in failed]
         ref = results.get("torchao (compile)")
         for label, got in results.items():
-            if ref is not None and label.startswith("schedx (") and label != "torchao (compile)":
+            if ref is not None and label.startswith(("schedx (", "torchao+pass")):
                 same = [torch.equal(a, b) for a, b in zip(got, ref)]
                 exact.append([shape, label, *("yes" if s else "no" for s in same)])
     table = md_table(["M x K x N", "step", "us per step", "casts us (share)", "GPU busy us", "speed-up over bf16",

@@ -6,6 +6,8 @@ coordinate-descent tuning (gpt-fast's generate.py settings), for each weight for
   bf16       torch.nn.Linear
   gpt-fast   gpt-fast's WeightOnlyInt8Linear formulation: F.linear(x, W.to(x.dtype)) * scales
   schedx     schedx.nn.Int8WeightOnlyLinear (torch.ops.schedx.w8_linear)
+  torchao    torchao's Int8WeightOnlyConfig (quantize_) over the bf16 model
+  <form>+pass  that form's model, unchanged, compiled with schedx.inductor enabled
 Every nn.Linear is converted, the output head included (as gpt-fast's int8 handler does).
 Reports tokens/s per batch size and the weight bytes read per second against a read of
 the same number of bytes (torch.amax over a buffer of that size) in the same process.
@@ -15,6 +17,7 @@ Usage (GPU machine, repository root, build/ built):
 """
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -24,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import schedx.inductor  # noqa: E402
 import schedx.nn as snn  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
 
@@ -199,7 +203,13 @@ def main():
         for p in base.parameters():
             p.requires_grad_(False)
         models = {"bf16": base}
-        if "gpt-fast" in forms or "schedx" in forms:
+        if any(f.startswith("torchao") for f in forms):
+            import copy
+
+            from torchao.quantization import Int8WeightOnlyConfig, quantize_
+            models["torchao"] = copy.deepcopy(base)
+            quantize_(models["torchao"], Int8WeightOnlyConfig())
+        if any(f.split("+")[0] in ("gpt-fast", "schedx") for f in forms):
             import copy
             q8 = copy.deepcopy(base)
             snn.convert_to_int8_weight_only(q8)
@@ -213,12 +223,13 @@ def main():
         read_cache = {}
         res = {}
         for form in forms:
-            model = models[form]
+            model = models[form.removesuffix("+pass")]
             nbytes = weight_bytes(model)
             if nbytes not in read_cache:
                 read_cache[nbytes] = read_time_us(nbytes)
             torch._dynamo.reset()
-            rate, t_compile, table = decode_rate(model, batch, args.steps, profile=batch == batches[0])
+            with schedx.inductor.enabled() if form.endswith("+pass") else contextlib.nullcontext():
+                rate, t_compile, table = decode_rate(model, batch, args.steps, profile=batch == batches[0])
             if table:
                 profiles.append(f"batch {batch}, {form}, 5 steps:\n\n```\n{table}\n```\n")
             res[form] = rate
@@ -227,8 +238,10 @@ def main():
                          f"{nbytes / step_us / 1e3:.0f}", f"{100 * read_cache[nbytes] / step_us:.0f}%",
                          f"{t_compile:.0f}"])
             print(rows[-1], flush=True)
-        if "gpt-fast" in res and "schedx" in res:
-            rows.append([batch, "schedx / gpt-fast", "", f"{res['schedx'] / res['gpt-fast']:.2f}x", "", "", "", "", ""])
+        for num, den in (("schedx", "gpt-fast"), ("gpt-fast+pass", "schedx"), ("torchao+pass", "schedx"),
+                         ("torchao+pass", "torchao"), ("schedx", "bf16")):
+            if num in res and den in res:
+                rows.append([batch, f"{num} / {den}", "", f"{res[num] / res[den]:.2f}x", "", "", "", "", ""])
         del models, base
         torch.cuda.empty_cache()
     table = md_table(["batch", "weights", "tokens/s", "steps/s", "us per step", "weight GiB", "weight GB/s",

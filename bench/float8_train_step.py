@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import schedx.inductor  # noqa: E402
 import schedx.nn as snn  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
+from inductor_pass import own_code  # noqa: E402
 
 SHAPES = [(16384, 4096, 14336), (16384, 14336, 4096), (8192, 8192, 8192)]
 ROUNDS = 7
@@ -170,7 +171,7 @@ def main():
             label = f"{kind} ({mode})"
             try:
                 module = make(kind)
-                run = torch.compile(module) if mode == "compile" else module
+                run = torch.compile(own_code(module)) if mode == "compile" else module
                 step = step_fn(run, x, grad)
                 with schedx.inductor.enabled() if kind.endswith("+pass") else contextlib.nullcontext():
                     for _ in range(3):  # compile (forward and backward graphs) and warm up

@@ -16,6 +16,7 @@ import argparse
 import os
 import statistics
 import sys
+import types
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +47,15 @@ class WeightOnlyInt8Linear(torch.nn.Module):
         return F.linear(x, self.weight.to(dtype=x.dtype)) * self.scales
 
 
+def own_code(fn):
+    """A function calling fn whose code object is its own: Dynamo keeps compiled code per code
+    object, so two compiles of one function (or of two modules of one class) would otherwise
+    serve each other's cache entries, whatever the pass's setting when each was made."""
+    def call(*args):
+        return fn(*args)
+    return types.FunctionType(call.__code__.replace(), call.__globals__, call.__name__, None, call.__closure__)
+
+
 def compile_both(fn, args, **kwargs):
     """{False: fn compiled without the pass, True: with it}, each warmed up on args, and the
     pattern counts the pass reported."""
@@ -54,7 +64,7 @@ def compile_both(fn, args, **kwargs):
         torch._dynamo.reset()
         first = len(si.reports())
         (si.enable if on else si.disable)()
-        c = torch.compile(fn, **kwargs)
+        c = torch.compile(own_code(fn), **kwargs)
         for _ in range(3):
             c(*args)
         torch.cuda.synchronize()

@@ -320,19 +320,44 @@ class _W8:
     out_shape: Optional[list]    # the 3-D view of y, where x was 3-D
 
 
+def _unsqueezed(n: Any, dim: int) -> Optional[Node]:
+    """a where n is a.unsqueeze(dim)."""
+    return n.args[0] if _is(n, aten.unsqueeze.default) and n.args[1] == dim else None
+
+
+def _widened(n: Any) -> Optional[Node]:
+    """a where n is a.float()."""
+    return n.args[0] if _is(n, prims.convert_element_type.default) and n.args[1] == torch.float32 else None
+
+
+def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
+    """(x, W^T as converted, the product node, y's 3-D shape or None) where r is x @ W^T as the
+    post-grad graph spells it: mm, a view of mm (3-D x), or the M = 1 form Inductor's mm
+    decomposition writes under coordinate-descent tuning, fp32 (x[:, :, None] * Wt[None]).sum(1)
+    rounded to x's dtype."""
+    if _is(r, *_VIEWS) and _is(r.args[0], aten.mm.default) and _single_user(r.args[0]):
+        return (*r.args[0].args, r.args[0], list(r.args[1]))
+    if _is(r, aten.mm.default):
+        return (*r.args, r, None)
+    total = r.args[0] if _is(r, prims.convert_element_type.default) else None
+    if _is(total, aten.sum.dim_IntList) and list(total.args[1]) == [1] and _is(total.args[0], aten.mul.Tensor):
+        a, b = total.args[0].args
+        x, wt = _widened(_unsqueezed(a, 2)), _widened(_unsqueezed(b, 0))
+        if x is not None and wt is not None and _val(x).dtype == r.args[1] and _single_user(total):
+            return x, wt, total, None
+    return None
+
+
 def _match_w8(mul: Node) -> Union[_W8, str, None]:
     if not _is(mul, aten.mul.Tensor) or not all(isinstance(a, Node) for a in mul.args):
         return None
     for r, s in (mul.args, mul.args[::-1]):
-        out_shape = None
-        mm = r
-        if _is(r, *_VIEWS) and _is(r.args[0], aten.mm.default) and _single_user(r.args[0]):
-            mm, out_shape = r.args[0], list(r.args[1])
-        if _is(mm, aten.mm.default):
+        found = _product(r)
+        if found is not None:
+            x, p, mm, out_shape = found
             break
     else:
         return None
-    x, p = mm.args
     # W.to(dt).t() (gpt-fast) or W.t().to(dt) (torchao's int8 weight-only tensor, traced)
     convert = p.args[0] if _is(p, aten.permute.default) else p
     transpose = p if convert is not p else (p.args[0] if _is(p, prims.convert_element_type.default) else None)

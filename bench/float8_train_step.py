@@ -63,11 +63,11 @@ class MathFloat8Linear(torch.nn.Linear):
         return MathFloat8Matmul.apply(x, self.weight)
 
 
-def step_fn(module, x, grad):
+def step_fn(run, weight, x, grad):
     def step():
         x.grad = None
-        module.weight.grad = None
-        module(x).backward(grad)
+        weight.grad = None
+        run(x).backward(grad)
     return step
 
 
@@ -172,7 +172,7 @@ def main():
             try:
                 module = make(kind)
                 run = torch.compile(own_code(module)) if mode == "compile" else module
-                step = step_fn(run, x, grad)
+                step = step_fn(run, lin.weight, x, grad)
                 with schedx.inductor.enabled() if kind.endswith("+pass") else contextlib.nullcontext():
                     for _ in range(3):  # compile (forward and backward graphs) and warm up
                         step()

@@ -257,15 +257,24 @@ class W8Test(PassCase):
         (gpt-fast's setting), written out here so that the CPU graph has the same nodes."""
         mod = GptFastInt8Linear(48, 96, torch.bfloat16).to(DEVICE)
 
-        def fn(x):
+        def product(x):
             wt = mod.weight.to(x.dtype).t()
-            return (x.float().unsqueeze(2) * wt.float().unsqueeze(0)).sum(1).to(x.dtype) * mod.scales
-        x = torch.randn(1, 96, dtype=torch.bfloat16, device=DEVICE)
-        with torch.no_grad():
-            y, report = self.compiled(fn, x)
-        self.assertEqual(report.count(Pattern.W8_LINEAR), 1, report)
-        ref = w8_reference(mod, x)
-        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+            return (x.float().unsqueeze(2) * wt.float().unsqueeze(0)).sum(1).to(x.dtype)
+
+        def fn(x):
+            return product(x) * mod.scales
+
+        def fn3(x):  # a decode step's [batch 1, 1 token, K] x: F.linear views it to [1, K] and back
+            return product(x.view(1, -1)).view(1, 1, -1) * mod.scales
+
+        for f, shape in ((fn, (1, 96)), (fn3, (1, 1, 96))):
+            torch._dynamo.reset()
+            x = torch.randn(shape, dtype=torch.bfloat16, device=DEVICE)
+            with torch.no_grad():
+                y, report = self.compiled(f, x)
+            self.assertEqual(report.count(Pattern.W8_LINEAR), 1, report)
+            ref = w8_reference(mod, x)
+            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
 
     def test_dynamic_m(self):
         mod = GptFastInt8Linear(40, 64, torch.bfloat16).to(DEVICE)

@@ -335,16 +335,17 @@ def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
     post-grad graph spells it: mm, a view of mm (3-D x), or the M = 1 form Inductor's mm
     decomposition writes under coordinate-descent tuning, fp32 (x[:, :, None] * Wt[None]).sum(1)
     rounded to x's dtype."""
-    if _is(r, *_VIEWS) and _is(r.args[0], aten.mm.default) and _single_user(r.args[0]):
-        return (*r.args[0].args, r.args[0], list(r.args[1]))
+    out_shape = None
+    if _is(r, *_VIEWS) and _single_user(r.args[0]):
+        r, out_shape = r.args[0], list(r.args[1])
     if _is(r, aten.mm.default):
-        return (*r.args, r, None)
+        return (*r.args, r, out_shape)
     total = r.args[0] if _is(r, prims.convert_element_type.default) else None
     if _is(total, aten.sum.dim_IntList) and list(total.args[1]) == [1] and _is(total.args[0], aten.mul.Tensor):
         a, b = total.args[0].args
         x, wt = _widened(_unsqueezed(a, 2)), _widened(_unsqueezed(b, 0))
         if x is not None and wt is not None and _val(x).dtype == r.args[1] and _single_user(total):
-            return x, wt, total, None
+            return x, wt, total, out_shape
     return None
 
 

@@ -330,22 +330,39 @@ def _widened(n: Any) -> Optional[Node]:
     return n.args[0] if _is(n, prims.convert_element_type.default) and n.args[1] == torch.float32 else None
 
 
+def _transposed_weight(p: Any, dtype: torch.dtype) -> Optional[Node]:
+    """W where p is W.to(dtype).t() (gpt-fast) or W.t().to(dtype) (torchao's int8 tensor, traced)."""
+    def t(n: Any) -> Optional[Node]:
+        return n.args[0] if _is(n, aten.permute.default) and list(n.args[1]) == [1, 0] else None
+
+    def c(n: Any) -> Optional[Node]:
+        return n.args[0] if _is(n, prims.convert_element_type.default) and n.args[1] == dtype else None
+    return c(t(p)) if t(p) is not None else t(c(p))
+
+
 def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
-    """(x, W^T as converted, the product node, y's 3-D shape or None) where r is x @ W^T as the
+    """(x, W, the product node, y's 3-D shape or None) where r is x @ W.to(x.dtype).t() as the
     post-grad graph spells it: mm, a view of mm (3-D x), or the M = 1 form Inductor's mm
-    decomposition writes under coordinate-descent tuning, fp32 (x[:, :, None] * Wt[None]).sum(1)
-    rounded to x's dtype."""
+    decomposition writes under coordinate-descent tuning (which torchao's quantize_ turns on),
+    fp32 (x[:, :, None] * Wt[None]).sum(1) rounded to x's dtype."""
     out_shape = None
     if _is(r, *_VIEWS) and _single_user(r.args[0]):
         r, out_shape = r.args[0], list(r.args[1])
     if _is(r, aten.mm.default):
-        return (*r.args, r, out_shape)
+        x, p = r.args
+        w = _transposed_weight(p, _val(x).dtype)
+        return None if w is None else (x, w, r, out_shape)
     total = r.args[0] if _is(r, prims.convert_element_type.default) else None
-    if _is(total, aten.sum.dim_IntList) and list(total.args[1]) == [1] and _is(total.args[0], aten.mul.Tensor):
+    if _is(total, aten.sum.dim_IntList) and list(total.args[1]) == [1] and _is(total.args[0], aten.mul.Tensor) \
+            and _single_user(total):
         a, b = total.args[0].args
-        x, wt = _widened(_unsqueezed(a, 2)), _widened(_unsqueezed(b, 0))
-        if x is not None and wt is not None and _val(x).dtype == r.args[1] and _single_user(total):
-            return x, wt, total, out_shape
+        x, wt = _widened(_unsqueezed(a, 2)), _unsqueezed(b, 0)
+        if x is None or wt is None or _val(x).dtype != r.args[1]:
+            return None
+        # int8 -> x's dtype -> fp32, or int8 -> fp32 where Inductor's pointless_convert folded the
+        # chain (exact either way: every int8 value is a bf16 and an fp16 value)
+        w = _transposed_weight(_widened(wt), _val(x).dtype) or _transposed_weight(wt, torch.float32)
+        return None if w is None else (x, w, total, out_shape)
     return None
 
 
@@ -355,17 +372,10 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
     for r, s in (mul.args, mul.args[::-1]):
         found = _product(r)
         if found is not None:
-            x, p, mm, out_shape = found
+            x, w, mm, out_shape = found
             break
     else:
         return None
-    # W.to(dt).t() (gpt-fast) or W.t().to(dt) (torchao's int8 weight-only tensor, traced)
-    convert = p.args[0] if _is(p, aten.permute.default) else p
-    transpose = p if convert is not p else (p.args[0] if _is(p, prims.convert_element_type.default) else None)
-    if not (_is(convert, prims.convert_element_type.default) and _is(transpose, aten.permute.default)
-            and list(transpose.args[1]) == [1, 0]):
-        return None
-    w = transpose.args[0] if convert is p else convert.args[0]
     vx, vw, vs, vr = _val(x), _val(w), _val(s), _val(r)
     if vw is None or vw.dtype != torch.int8:
         return None
@@ -375,7 +385,7 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
     if vs is None or vs.dtype not in W8_SCALE_DTYPES or not _known(vs.numel() == n) or \
             (vs.dim() and not _known(vs.shape[-1] == n)):
         return f"the scales are {None if vs is None else _describe(vs)}: schedx takes one bf16 or fp32 scale per row"
-    if vx.dtype not in W8_X_DTYPES or convert.args[1] != vx.dtype:
+    if vx.dtype not in W8_X_DTYPES:
         return f"x is {vx.dtype}: schedx's int8 linear takes bf16 or fp16 x"
     if not all(_tensor_ok(v) and v.device == vx.device for v in (vx, vw, vs)):
         return "x, W and the scales are not on one CPU or CUDA device"
@@ -383,10 +393,11 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
         return "x or W does not have a unit last stride: schedx would copy it first"
     result, bias = mul, None
     add = next(iter(mul.users)) if _single_user(mul) else None
-    if _is(add, aten.add.Tensor) and isinstance(add.args[1], Node):
-        vb = _val(add.args[1])
+    other = [a for a in add.args if a is not mul] if _is(add, aten.add.Tensor) else []
+    if len(other) == 1 and isinstance(other[0], Node):
+        vb = _val(other[0])
         if vb.dtype == vs.dtype and vb.dim() == 1 and _known(vb.shape[0] == n) and vb.device == vx.device:
-            result, bias = add, add.args[1]
+            result, bias = add, other[0]
     return _W8(result, x, w, s, bias, out_shape)
 
 

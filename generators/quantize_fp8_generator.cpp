@@ -102,9 +102,6 @@ public:
     // cuda_tiled block2d, vector_io: cols as the PRMT transpose of rows' code words staged in shared
     // memory (each element encoded once; 50 KiB of shared memory, which the runtime opts in to).
     GeneratorParam<bool> cols_from_rows{"cols_from_rows", false};
-    // cuda_tiled block1d, mx or the axiswise first pass: the tile's row and column block maxima (and
-    // scales) in one 256-thread stage, rows on half the threads, where two 128-thread stages ran.
-    GeneratorParam<bool> merged_maxima{"merged_maxima", false};
     // The algorithm of `schedule` under Halide's default schedule, the block maxima computed
     // once (by default each output element would recompute its block's): tests build the tiled
     // CUDA algorithm (encoder=ptx included) for the CPU, linking C stand-ins for the schedx_ptx_
@@ -125,11 +122,6 @@ public:
         const Type code_t = vector_io ? UInt(32) : UInt(8);
         if (cols_from_rows && !(recipe == Recipe::block2d && sched.value() == "cuda_tiled" && vector_io && outputs == Outputs::both)) {
             throw std::invalid_argument("cols_from_rows takes recipe block2d, schedule cuda_tiled, vector_io and both outputs");
-        }
-        if (merged_maxima && !((recipe == Recipe::block1d || recipe == Recipe::mx || axis_pass == AxisPass::maxima) &&
-                               sched.value() == "cuda_tiled" && outputs == Outputs::both && in_type != ElemType::fp32)) {
-            throw std::invalid_argument("merged_maxima takes recipe block1d or mx, or axis_pass maxima; schedule cuda_tiled, "
-                                        "16-bit inputs and both outputs");
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
@@ -216,9 +208,8 @@ public:
         // (k, block along M); block2d's are indexed by block (bx, by) in both.
         const bool square = recipe == Recipe::block2d;
         const bool tiled = sched.value() == "cuda_tiled";
-        if (merged_maxima) make_merged_scales();
         if (rows) {
-            if (!merged_maxima) rows_scale_for_q = make_scales("rows_q", true);
+            rows_scale_for_q = make_scales("rows_q", true);
             rows_operand(x, y) = rows_scale_for_q.factors.defined()
                                      ? by_factors(value(x, y), rows_scale_for_q.factors(x / B, y))
                                      : scaled_in_block(value(x, y), square ? rows_scale_for_q.scale(x / B, y / B)
@@ -236,7 +227,7 @@ public:
         if (cols) {
             if (tiled && square && rows) {
                 cols_scale_for_q = rows_scale_for_q;
-            } else if (!merged_maxima) {
+            } else {
                 cols_scale_for_q = make_scales("cols_q", false);
             }
         }
@@ -302,7 +293,6 @@ public:
             for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q, &rows_scale_for_array, &cols_scale_for_array}) {
                 if (b->amax.defined()) b->amax.compute_root();
             }
-            if (merged_maxima) merged_amax.compute_root();
             return;
         }
         if (sched.value() == "cpu") {
@@ -325,8 +315,6 @@ private:
     Func xraw{"xraw"}, xbits{"xbits"}, value{"value"}, absx{"absx"}, absx16{"absx16"};
     Func rows_q{"rows_q"}, cols_q{"cols_q"};
     Func rows_words{"rows_words"};  // cols_from_rows: rows' code words, staged per tile
-    Func merged_amax{"merged_amax"}, merged_scale{"merged_scale"};  // merged_maxima: (i, b, which, bx, by)
-    RDom merged_r;
     Func rows_operand{"rows_operand"}, cols_operand{"cols_operand"};  // the fp32 values each code rounds
     Func rows_pairs{"rows_pairs"}, cols_pairs{"cols_pairs"};  // encoder=ptx: two codes per uint16
     Func row_amax_axis{"row_amax_axis"}, col_amax_axis{"col_amax_axis"};  // axiswise maxima
@@ -381,45 +369,6 @@ private:
         return b;
     }
 
-    // merged_maxima (block1d and mx tiles): block (i, b, which) of tile (bx, by) is block b of
-    // row i (which 0) or of column i (which 1), B elements long (128 / B blocks per tile side);
-    // rows' and cols' block scales (mx: and factors, beside the byte) read it.
-    void make_merged_scales() {
-        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, NB = T / B;
-        const bool mx = recipe == Recipe::mx;
-        Var i("i"), b("b"), which("which");
-        RDom r(0, B, "merged_r");
-        Expr row = which == 0;
-        merged_amax(i, b, which, bx, by) = u32(0);
-        merged_amax(i, b, which, bx, by) =
-            max(merged_amax(i, b, which, bx, by),
-                absx16(bx * T + select(row, b * B + r, i), by * T + select(row, i, b * B + r)));
-        merged_r = r;
-        rows_scale_for_q = BlockScales{Func("rows_q_amax"), Func("rows_q_scale"), RDom(), true};
-        cols_scale_for_q = BlockScales{Func("cols_q_amax"), Func("cols_q_scale"), RDom(), false};
-        // Rows' blocks are indexed (block along K, m), the columns' (k, block along M).
-        auto at_rows = [&](Func f) { return f(y % T, bx % NB, 0, bx / NB, y / T); };
-        auto at_cols = [&](Func f) { return f(x % T, by % NB, 1, x / T, by / NB); };
-        rows_scale_for_q.amax(bx, y) = at_rows(merged_amax);
-        cols_scale_for_q.amax(x, by) = at_cols(merged_amax);
-        if (recipe == Recipe::axis) return;  // the axiswise first pass keeps the maxima, not scales
-        Expr scale = scale_bits_of(reinterpret<uint32_t>(schedx::decode_to_float(merged_amax(i, b, which, bx, by), in_type)));
-        if (mx) {
-            Tuple f = mx_factors(scale);
-            merged_scale(i, b, which, bx, by) = Tuple(scale, f[0], f[1]);
-        } else {
-            merged_scale(i, b, which, bx, by) = scale;
-        }
-        rows_scale_for_q.scale(bx, y) = mx ? Expr(at_rows(merged_scale)[0]) : Expr(at_rows(merged_scale));
-        cols_scale_for_q.scale(x, by) = mx ? Expr(at_cols(merged_scale)[0]) : Expr(at_cols(merged_scale));
-        if (mx) {
-            rows_scale_for_q.factors = Func("rows_q_factors");
-            cols_scale_for_q.factors = Func("cols_q_factors");
-            rows_scale_for_q.factors(bx, y) = Tuple(at_rows(merged_scale)[1], at_rows(merged_scale)[2]);
-            cols_scale_for_q.factors(x, by) = Tuple(at_cols(merged_scale)[1], at_cols(merged_scale)[2]);
-        }
-    }
-
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
 
     // Axiswise in the block recipes' 128 x 128 tiles, two passes that each read x once:
@@ -430,12 +379,8 @@ private:
     // Scales and codes come from the same expressions as the other axiswise variants.
     void generate_axis_tiled() {
         if (axis_pass == AxisPass::maxima) {
-            if (merged_maxima) {
-                make_merged_scales();
-            } else {
-                rows_scale_for_q = make_scales("rows_q", true);
-                cols_scale_for_q = make_scales("cols_q", false);
-            }
+            rows_scale_for_q = make_scales("rows_q", true);
+            cols_scale_for_q = make_scales("cols_q", false);
             // The 16-bit maxima widened to float bits (NaN stays above inf: atom.max compares signed).
             auto widened = [&](Expr m16) { return reinterpret<uint32_t>(schedx::decode_to_float(m16, in_type)); };
             auto atomic_max = [&](Input<uint64_t> *address, Expr index, Expr value) {
@@ -483,7 +428,6 @@ private:
         if (using_autoscheduler()) return;
         if (default_schedule) {
             for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q}) b->amax.compute_root();
-            if (merged_maxima) merged_amax.compute_root();
             return;
         }
         schedule_cuda_tiled();
@@ -1010,7 +954,8 @@ private:
         if (cols_from_rows) {
             // rows' code words of the tile, on rows' threads (a word of 16 rows each); rows copies
             // them out and cols transposes them. Rows padded by a word: cols' column reads
-            // (rows 4 apart across a warp) then conflict 4-way, not 32-way.
+            // (rows 4 apart across a warp) then conflict 4-way, not 32-way. H100: 99.7 us at 8192^2,
+            // 92% of a copy, even with _patches (quantize_candidates_2026-12-06_h100_cd630ed.md).
             rows_words.compute_at(first, xo)
                 .store_in(MemoryType::GPUShared)
                 .split(y, yt, y, R, TailStrategy::RoundUp)
@@ -1021,28 +966,8 @@ private:
                 .bound_extent(y, T)
                 .bound_storage(x, T / 4 + 1);
         }
-        if (merged_maxima) {
-            // Rows on warps 0-3, columns on 4-7, a row or column per thread, its blocks unrolled, each
-            // maximum in registers; the axiswise first pass keeps the maxima (its sinks read them).
-            Func kept = row_sink ? merged_amax.in() : merged_scale;
-            Var i = kept.args()[0], b = kept.args()[1], which = kept.args()[2];
-            Var t("t"), lo("lo"), hi("hi");
-            RVar ro("ro"), ri("ri");
-            kept.compute_at(first, xo)
-                .store_in(MemoryType::GPUShared)
-                .reorder(b, i, which)
-                .fuse(i, which, t)
-                .split(t, hi, lo, 32)
-                .unroll(b)
-                .gpu_threads(lo, hi)
-                .bound_storage(i, T)
-                .bound_storage(b, T / B)
-                .bound_storage(which, 2);
-            merged_amax.compute_at(kept, b);
-            merged_amax.update().split(merged_r.x, ro, ri, 8).unroll(ri);
-        }
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
-            if (!bs->scale.defined() || merged_maxima) continue;
+            if (!bs->scale.defined()) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'
             // The 128 reducing threads as 32 x 4, inside the 32 x (128 / R) grid of the
             // other stages (a 128-wide stage would make every block 128 threads wide).
@@ -1082,6 +1007,7 @@ private:
 
     // block2d's maximum with block_max_lanes = 256: an 8 x 8 patch per thread, 16 threads over 16
     // patches, the scale's thread over those 16: 8 + 16 + 16 dependent steps where 128 + 128 ran.
+    // H100: 98.4 us at 8192^2 (93% of a copy) against 135.1 (quantize_candidates_2026-12-06_h100_cd630ed.md).
     void schedule_block_max_patches(BlockScales &bs, Func first, Func scale) {
         RVar rxo("rxo"), rxi("rxi"), ryo("ryo"), ryi("ryi");
         Var u("u"), v("v"), t("t"), lo("lo"), hi("hi");

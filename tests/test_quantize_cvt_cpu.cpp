@@ -18,16 +18,13 @@
 #include "quantize_cvt_block2d_e4m3.h"
 #include "quantize_cvt_mx_e4m3.h"
 #include "quantize_cvt_mx_e5m2.h"
-#include "quantize_cvt_block1d_e4m3_merged.h"
 #include "quantize_cvt_block1d_e4m3_words.h"
 #include "quantize_cvt_block2d_e4m3_cols_from_rows.h"
 #include "quantize_cvt_block2d_e4m3_words.h"
-#include "quantize_cvt_mx_e4m3_merged.h"
 #include "quantize_cvt_mx_e5m2_words.h"
 #include "quantize_axis_codes_e4m3.h"
 #include "quantize_axis_codes_e5m2.h"
 #include "quantize_axis_maxima.h"
-#include "quantize_axis_maxima_merged.h"
 #include "quantize_fp8_call.h"
 #include "quantize_fp8_case.h"
 #include "quantize_inputs.h"
@@ -91,11 +88,9 @@ const CvtLibrary kLibraries[] = {
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3_words), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
-    {SCHEDX_CHECK_LIBRARY(quantize_cvt_block1d_e4m3_merged), SCHEDX_RECIPE_BLOCK_1X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_words), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_block2d_e4m3_cols_from_rows), SCHEDX_RECIPE_BLOCK_128X128, SCHEDX_E4M3FN},
     {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e5m2_words), SCHEDX_RECIPE_MXFP8, SCHEDX_E5M2},
-    {SCHEDX_CHECK_LIBRARY(quantize_cvt_mx_e4m3_merged), SCHEDX_RECIPE_MXFP8, SCHEDX_E4M3FN},
 };
 
 // Runs a case through the runtime's binding of a quantize_fp8 variant (bf16 x, both outputs).
@@ -161,12 +156,7 @@ TEST_CASE("quantize_fp8 tiled algorithm with the hardware conversion, on the CPU
 }
 
 TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, every bf16 pattern, special rows and columns") {
-  // Both maxima passes: two 128-thread stages, and merged_maxima's one.
-  for (const test::CheckLibrary &maxima_library :
-       {SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), SCHEDX_CHECK_LIBRARY(quantize_axis_maxima_merged)}) {
-    const schedx::Variant maxima = test::check_library_variant(maxima_library, "quantize_fp8");
-    const std::string maxima_name = maxima_library.name;
-    CAPTURE(maxima_name);
+    const schedx::Variant maxima = test::check_library_variant(SCHEDX_CHECK_LIBRARY(quantize_axis_maxima), "quantize_fp8");
     for (const auto &[codes_library, format] : {std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e4m3), SCHEDX_E4M3FN},
                                                 std::pair{SCHEDX_CHECK_LIBRARY(quantize_axis_codes_e5m2), SCHEDX_E5M2}}) {
         const schedx::Variant codes = test::check_library_variant(codes_library, "quantize_fp8");
@@ -208,5 +198,4 @@ TEST_CASE("axiswise tiles on the CPU: the maxima pass, then the codes pass, ever
             }
         }
     }
-  }
 }

@@ -1,6 +1,7 @@
 // Buffers with guard bytes and poison, so out-of-bounds writes and unwritten elements show.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -67,15 +68,7 @@ inline void ignore_user_tuning_db() { setenv("SCHEDX_TUNING_DB", "/dev/null/sche
 
 // The registry rows of `op` on `device` ("cpu" or "cuda"), in variants.json order. Every
 // index below schedx_variant_count() must be readable: a failure aborts the test binary.
-// SCHEDX_TEST_VARIANTS (an ECMAScript regex searched in each name) narrows the variants a GPU
-// run forces, so that one device call can test a few new ones; the counts tests expect then
-// do not apply (full_variant_list() is false).
-inline const char *variant_filter() { return std::getenv("SCHEDX_TEST_VARIANTS"); }
-inline bool full_variant_list() { return variant_filter() == nullptr; }
-
-inline std::vector<schedx_variant_info> variant_infos(const std::string &op, const std::string &device) {
-    const char *filter = variant_filter();
-    const std::regex wanted(filter ? filter : "");
+inline std::vector<schedx_variant_info> all_variant_infos(const std::string &op, const std::string &device) {
     std::vector<schedx_variant_info> out;
     for (int i = 0; i < schedx_variant_count(); i++) {
         schedx_variant_info info{};
@@ -83,9 +76,25 @@ inline std::vector<schedx_variant_info> variant_infos(const std::string &op, con
             std::fprintf(stderr, "schedx_get_variant(%d) failed: %s\n", i, schedx_last_error());
             std::abort();
         }
-        if (op == info.op && device == info.device && (!filter || std::regex_search(info.name, wanted))) {
-            out.push_back(info);
-        }
+        if (op == info.op && device == info.device) out.push_back(info);
+    }
+    return out;
+}
+
+// all_variant_infos, narrowed by SCHEDX_TEST_VARIANTS (an ECMAScript regex searched in each
+// name) to the variants a GPU run forces, so that one device call can test a few new ones; the
+// counts tests expect then do not apply (full_variant_list() is false). The variants a forced
+// one runs with (an axiswise first pass's second passes) come from all_variant_infos.
+inline const char *variant_filter() { return std::getenv("SCHEDX_TEST_VARIANTS"); }
+inline bool full_variant_list() { return variant_filter() == nullptr; }
+
+inline std::vector<schedx_variant_info> variant_infos(const std::string &op, const std::string &device) {
+    std::vector<schedx_variant_info> out = all_variant_infos(op, device);
+    if (const char *filter = variant_filter()) {
+        const std::regex wanted(filter);
+        out.erase(std::remove_if(out.begin(), out.end(),
+                                 [&](const schedx_variant_info &info) { return !std::regex_search(info.name, wanted); }),
+                  out.end());
     }
     return out;
 }

@@ -146,7 +146,7 @@ TEST_CASE("w8_linear: every CUDA epilogue kind the cuBLAS and planes paths look 
         const auto it = params.find(kv.substr(0, kv.find('=')));
         return it != params.end() && it->second == kv.substr(kv.find('=') + 1);
     };
-    const std::vector<schedx_variant_info> epilogues = test::variant_infos("w8_linear_epilogue", "cuda");
+    const std::vector<schedx_variant_info> epilogues = test::all_variant_infos("w8_linear_epilogue", "cuda");
     int paths = 0;
     for (const schedx_variant_info &path : test::variant_infos("w8_linear", "cuda")) {
         const bool planes = has(path, "stage=planes"), dequantize = has(path, "stage=dequantize");

@@ -179,24 +179,14 @@ namespace {
 // M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us, (2048, 14336) 11.0 against 13.3,
 // (2048, 8192) 7.79 against 8.36; within 4% either way at N = 256..1024
 // (explore_w8_splitk_2026-12-03_h200_140082f.md).
-// The int8 planes path (listed ahead of the B = 8 and 16 tiles) from M = 7 to 128, dirty
-// L2: N = K = 8192, M = 8 38.4 us against 47.4 for b8_r8w4_coalesced, M = 16 39.6 against
-// 96.0 for b16_r4w4_coalesced; M = 128 68.9 against 101.7 for the dequantize path (back to
-// back), M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds outweigh
-// W's read) (bench/results/w8_planes_2026-12-03_h200_6213088.md, w8_planes_lt_2026-12-03_h200_812cc62.md).
-// B = 6 tiles stay ahead below M = 7 (M = 6, N = K = 8192: 39.7 us against the planes
-// path's 38.5, within 3%), and small work (its three launches) stays on the other kernels.
-constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
-// ... and past 2^27 multiply-adds: at M = 8, N = K = 4096 the b8 tile wins (18.8 against
-// 20.4 us; 18.5 against 34-62 under do_bench, host time between the three launches exposed).
-constexpr int64_t kPlanesUntunedWork = int64_t(1) << 27;
-// The pinned cuBLASLt GEMM (64x64 tiles, one CTA per 64 rows of W, no split-K) is listed
-// first and taken up to M = 16 (48 plane rows, one tile) where N >= 8192 gives it 128 CTAs
-// or more: dirty L2, N = K = 8192, M = 8 38.4 us against 40.5 with cublasGemmEx's pick,
-// M = 16 39.6 against 49.3; at M = 32 59.3 against 51.6 (do_bench), and at N = 4096 its
-// 64 CTAs leave half the GPU idle (M = 16, K = 14336: 47.8 against 37.2)
-// (bench/results/w8_planes_lt_2026-12-03_h200_812cc62.md).
-constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
+// The int8 planes path wins untuned within its variants.json bounds (untuned_min_m and the
+// rest, with the results file behind each): past them a tile, the other planes GEMM or the
+// dequantize path wins, and small work pays its three launches.
+bool outside_untuned_bounds(const Variant &v, const W8LinearCall &c) {
+    const int work_log2 = v.param_int("untuned_work_log2", -1);
+    return c.m < v.param_int("untuned_min_m", 0) || c.m > v.param_int("untuned_max_m", INT32_MAX) ||
+           c.n < v.param_int("untuned_min_n", 0) || (work_log2 >= 0 && c.m * c.n * c.k <= (int64_t(1) << work_log2));
+}
 
 // `splitk_runs`: whether a split-K variant takes the call (K in its whole steps); where none
 // does, the GEMV stays ahead of the general variant.
@@ -216,11 +206,7 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
         return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
     }
     // N off 16: M = 16, N = 4097, K = 4096 took 62.1 us against 25.1 for b8_r8w4_coalesced_ktail.
-    if (d.family == Family::planes) {
-        const bool pinned = !v.param("cublaslt_config").empty();
-        return c.m * c.n * c.k <= kPlanesUntunedWork || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
-               c.n % 16 != 0 || (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
-    }
+    if (d.family == Family::planes) return outside_untuned_bounds(v, c) || c.n % 16 != 0;
     // The dequantize + cuBLAS paths stay behind the lane kernels up to M = 16, k_tail ones
     // included: M = 4, N = 4096, K = 4544 31.6 us against b4_r4w8_coalesced_ktail's 13.5.
     return d.cublas() && (!large || c.m <= 16);

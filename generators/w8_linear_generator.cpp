@@ -26,6 +26,7 @@
 #include "Halide.h"
 #include "numerics.h"
 #include "ptx_extern.h"
+#include "w8_linear_layout.h"
 
 namespace {
 
@@ -33,6 +34,8 @@ using namespace Halide;
 using schedx::ElemType;
 
 enum class Stage { linear, dequantize, epilogue, rescale, planes, planes_epilogue };
+
+constexpr schedx::w8::Layout kLayout{};
 
 class W8Linear : public Generator<W8Linear> {
 public:
@@ -50,11 +53,12 @@ public:
     // cuda_words (stage=dequantize, rescale); cuda_general (stage=epilogue, planes_epilogue);
     // cuda_row_blocks (stage=planes)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
-    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // output columns n per warp (cuda_mma: 16 per tile)
-    GeneratorParam<int> load_words{"load_words", 4};        // W words (4 int8 each) per lane per step (cuda_mma: per row)
-    GeneratorParam<int> warps{"warps", 4};                  // warps per block
-    GeneratorParam<int> batch{"batch", 1};                  // cuda_smallbatch, cuda_mma (8 per tile): rows of x per warp; cpu: per pass
-    GeneratorParam<int> split_k{"split_k", 1};              // cuda_splitk, cuda_mma: warps sharing one row's K
+    // Defaults of the layout's parameters: schedx::w8::Layout's (w8_linear_layout.h), which the runtime reads.
+    GeneratorParam<int> rows_per_warp{"rows_per_warp", kLayout.rows_per_warp};
+    GeneratorParam<int> load_words{"load_words", kLayout.load_words};
+    GeneratorParam<int> warps{"warps", 4};  // warps per block
+    GeneratorParam<int> batch{"batch", kLayout.batch};
+    GeneratorParam<int> split_k{"split_k", kLayout.split_k};
     // cuda_gemv / cuda_smallbatch: a lane's load_words W words per step as
     // load_words / vector_words vectors 32 vectors apart, so that each warp-wide load reads
     // 32 contiguous vectors (false: one contiguous run per lane, 4 * load_words bytes apart).
@@ -67,12 +71,12 @@ public:
     GeneratorParam<bool> evict_first{"evict_first", false};
     // Lane layouts: W's vector width in words (4: 16-byte loads; 2 and 1 for rows of W only
     // 8- or 4-byte aligned, K = 4100 say). x's vectors are twice as wide, at most 16 bytes.
-    GeneratorParam<int> vector_words{"vector_words", 4};
+    GeneratorParam<int> vector_words{"vector_words", kLayout.vector_words};
     // cuda_gemv / cuda_smallbatch: K in whole vectors (4 * vector_words elements) instead of
     // whole steps; the part past the last whole step is one more, guarded, update.
     // cuda_mma: K in whole chunks (16 * load_words) instead of split_k chunks; the warps of
     // the last round whose chunk is past K add zeros.
-    GeneratorParam<bool> k_tail{"k_tail", false};
+    GeneratorParam<bool> k_tail{"k_tail", kLayout.k_tail};
     // cuda_gemv / cuda_smallbatch with k_tail: x and W as elements, for any K, row pitch and
     // pointer alignment (K = 11009, say): lane l takes elements 32 j + l of a step, so each
     // warp-wide load reads 32 contiguous elements.
@@ -419,19 +423,14 @@ private:
         return s == "cuda_splitk" || s == "cuda_mma" ? int(split_k) : 1;
     }
 
-    // K elements per step of the word schedules' reduction (1: any K).
-    int k_step() const {
-        if (stage != Stage::linear || !(word_io || element_io)) return 1;
-        if (mma_layout) return 16 * load_words * split_parts();
-        return 32 * load_words * 4 * split_parts();
+    // The buffers' word layout (w8_linear_layout.h), which the runtime reads too.
+    schedx::w8::Layout layout() const {
+        return {lane_layout, mma_layout, split_parts(), load_words, vector_words, k_tail, rows_per_warp, batch};
     }
 
-    // K elements the buffers' extents are whole multiples of: a step, or with k_tail a vector
-    // (cuda_mma: a chunk).
-    int k_granule() const {  // not for element_io (any K)
-        if (k_tail) return mma_layout ? (vector_tail() ? 4 * load_words : 16 * load_words) : 4 * vector_words;
-        return k_step();
-    }
+    // K elements per step of the word schedules' reduction (1: any K).
+    int k_step() const { return stage != Stage::linear || !(word_io || element_io) ? 1 : layout().k_step(); }
+    int k_granule() const { return layout().k_granule(); }  // not for element_io (any K)
 
     Expr scale_value(Expr e) {
         return scale_type == ElemType::fp32 ? e : schedx::decode_to_float(e, ElemType::bf16);
@@ -441,7 +440,7 @@ private:
     // vector_words and x's twice that), so that Halide can prove the vectors aligned (the
     // 128-bit access rule); K is whole granules (k_granule).
     void constrain_words() {
-        const int xa = x_vector_words(), wa = lane_layout ? int(vector_words) : std::min(int(load_words), 4);
+        const int xa = x_vector_words(), wa = layout().w_vector_words();
         x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (k_granule() / 2)) * (k_granule() / 2));
         x->dim(1).set_min(0).set_stride((x->dim(1).stride() / xa) * xa);
         w->dim(0).set_min(0).set_extent(x->dim(0).extent() / 2);
@@ -454,14 +453,10 @@ private:
         }
     }
 
-    // x words per vector: two per W word of a vector, at most 4 (16 bytes).
-    int x_vector_words() const {
-        return lane_layout ? std::min(2 * int(vector_words), 4) : mma_layout ? std::min(2 * int(load_words), 4) : 4;
-    }
-
-    // cuda_mma with k_tail and W vectors under 16 bytes: K in whole vectors of 4 load_words
-    // elements (K = 4100 at load_words 1), each lane's vector of the last chunk live or zero.
-    bool vector_tail() const { return mma_layout && k_tail && load_words < 4; }
+    int x_vector_words() const { return layout().x_vector_words(); }
+    // cuda_mma with k_tail and W vectors under 16 bytes (K = 4100 at load_words 1): each
+    // lane's vector of the last chunk live or zero.
+    bool vector_tail() const { return layout().vector_tail(); }
 
     // cuda_mma: the index of lane l's vector (load_words W words, 2 load_words x words) in K
     // chunk c; with vector_tail clamped to the last whole vector, so loads stay in the row.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "status.h"
 #include "validate.h"
 #include "w8_linear_call.h"
+#include "w8_linear_layout.h"
 
 namespace schedx {
 namespace {
@@ -29,22 +31,69 @@ const char *half_name(schedx_dtype t) {
     }
 }
 
-// The large-M path's two forms: a dequantize variant (fp32 GEMM result, epilogue) or a
-// rescale variant (the GEMM writes y in x's dtype, which it then scales in place).
-bool is_rescale_path(const Variant &v) { return v.param("stage") == "rescale"; }
-bool is_cublas_path(const Variant &v) { return v.param("stage") == "dequantize" || is_rescale_path(v); }
-// x as three int8 digit planes, cuBLAS's int8 GEMM with W as stored, an exact epilogue.
-bool is_planes_path(const Variant &v) { return v.param("stage") == "planes"; }
-// Its GEMM does three times the multiply-adds of the bf16 one: past this many rows of x it
-// is compute-bound and slower than the dequantize path, and its workspace grows with M.
+// A w8_linear variant's schedule, typed: read once from its registry row, absent parameters at
+// the generator's defaults (w8_linear_layout.h); what can_run and the untuned rank read.
+struct W8Schedule {
+    // The large-M path's two forms: dequantize (fp32 GEMM result, epilogue) or rescale (the
+    // GEMM writes y in x's dtype, which it then scales in place); planes: x as three int8
+    // digit planes, cuBLAS's int8 GEMM with W as stored, an exact epilogue.
+    enum class Family { general, cpu, autoscheduled, gemv, smallbatch, splitk, mma, dequantize, rescale, planes };
+    Family family = Family::general;
+    w8::Layout layout;
+    bool element_io = false, evict_first = false;
+    bool cublas() const { return family == Family::dequantize || family == Family::rescale; }
+};
+using Family = W8Schedule::Family;
+
+W8Schedule read_schedule(const Variant &v) {
+    // By the stage where a variant has one, else by its schedule.
+    static const std::pair<std::string_view, Family> kFamilies[] = {
+        {"cpu", Family::cpu},           {"cuda_gemv", Family::gemv}, {"cuda_smallbatch", Family::smallbatch},
+        {"cuda_splitk", Family::splitk}, {"cuda_mma", Family::mma},   {"dequantize", Family::dequantize},
+        {"rescale", Family::rescale},   {"planes", Family::planes}};
+    W8Schedule d;
+    const std::string_view stage = v.param("stage"), family = stage.empty() ? v.param("schedule") : stage;
+    for (const auto &[name, f] : kFamilies) {
+        if (family == name) d.family = f;
+    }
+    if (!v.param("autoscheduler").empty()) d.family = Family::autoscheduled;
+    w8::Layout &l = d.layout;
+    l.lane = d.family == Family::gemv || d.family == Family::smallbatch || d.family == Family::splitk;
+    l.mma = d.family == Family::mma;
+    l.split_k = d.family == Family::splitk || l.mma ? v.param_int("split_k", l.split_k) : 1;
+    l.load_words = v.param_int("load_words", l.load_words);
+    l.vector_words = v.param_int("vector_words", l.vector_words);
+    l.rows_per_warp = v.param_int("rows_per_warp", l.rows_per_warp);
+    l.batch = v.param_int("batch", l.batch);
+    l.k_tail = v.param("k_tail") == "true";
+    d.element_io = v.param("element_io") == "true";
+    d.evict_first = v.param("evict_first") == "true";
+    return d;
+}
+
+// Read once per registry row (the registry never changes); a variant outside it, as a test's,
+// is read on each call.
+W8Schedule schedule_of(const Variant &v) {
+    static const std::map<const Variant *, W8Schedule> rows = [] {
+        std::map<const Variant *, W8Schedule> out;
+        for (const Variant &r : registry()) {
+            if (r.op == "w8_linear") out.emplace(&r, read_schedule(r));
+        }
+        return out;
+    }();
+    const auto it = rows.find(&v);
+    return it != rows.end() ? it->second : read_schedule(v);
+}
+
+// The planes path's GEMM does three times the multiply-adds of the bf16 one: past this many
+// rows of x it is compute-bound and slower than the dequantize path; its workspace grows with M.
 constexpr int64_t kPlanesMaxRows = 1024;
 
-// The word-typed schedules read W in vectors of `w_vector` bytes (16 unless a lane layout
-// says vector_words) and x in twice as many, at most 16, from row 0; K in whole `k_step`s.
-bool words_fit(const W8LinearCall &c, int64_t k_step, int64_t w_vector = 16) {
-    const int64_t x_vector = std::min<int64_t>(2 * w_vector, 16);
+// The word-typed schedules read W and x in the layout's vectors, from row 0, K in whole granules.
+bool words_fit(const W8LinearCall &c, const w8::Layout &layout) {
+    const int64_t w_vector = 4 * layout.w_vector_words(), x_vector = 4 * layout.x_vector_words();
     return aligned_to(c.x, x_vector) && aligned_to(c.w, w_vector) && (c.ldx * 2) % x_vector == 0 &&
-           c.ldw % w_vector == 0 && c.k % k_step == 0;
+           c.ldw % w_vector == 0 && c.k % layout.k_granule() == 0;
 }
 
 void bind_common(PipelineCall &call, const W8LinearCall &c) {
@@ -65,8 +114,9 @@ bool serves(const Variant &v, std::string_view x_type, std::string_view scale_ty
     // rescale one reads scales of its type and adds no bias (after the GEMM's rounding it
     // would round again).
     if (v.param("x_type") != x_type) return false;
-    if (is_rescale_path(v)) return v.param("scale_type", "bf16") == scale_type && !bias;
-    return is_cublas_path(v) || is_planes_path(v) ||
+    const Family f = schedule_of(v).family;
+    if (f == Family::rescale) return v.param("scale_type", "bf16") == scale_type && !bias;
+    return f == Family::dequantize || f == Family::planes ||
            (v.param("scale_type", "bf16") == scale_type && (v.param("with_bias") == "true") == bias);
 }
 
@@ -81,44 +131,37 @@ void bind_linear(PipelineCall &call, const W8LinearCall &c) {
 // variants), so exploration measures every candidate; cuBLAS from M = 2, so that the
 // crossover with the small-batch kernels is measured, not assumed.
 bool can_run(const Variant &v, const W8LinearCall &c) {
-    if (!v.param("autoscheduler").empty()) {
-        // Autoscheduled: the shapes its generated bounds accept.
+    const W8Schedule d = schedule_of(v);
+    const w8::Layout &l = d.layout;
+    // element_io: any K, row pitch and alignment.
+    if (d.element_io) return d.family == Family::smallbatch || c.m == 1;
+    switch (d.family) {
+    case Family::autoscheduled: {  // the shapes its generated bounds accept
         PipelineCall query(v, nullptr);
         bind_linear(query, c);
         return query.bounds_fit();
     }
-    const std::string_view s = v.param("schedule");
-    const int64_t step = 128 * v.param_int("load_words", 4);
+    case Family::gemv:
+    case Family::splitk: return c.m == 1 && words_fit(c, l);
     // k_tail: K in whole vectors; the rest past the whole steps runs as a guarded update.
     // Its small-batch kernels also take M past their batch (W read once per tile of rows):
     // where K is off the cuBLAS paths' 16, nothing else but the general variant could.
-    const bool tail = v.param("k_tail") == "true";
-    // element_io: any K, row pitch and alignment.
-    if (v.param("element_io") == "true") return s == "cuda_smallbatch" || c.m == 1;
-    const int64_t w_vector = 4 * v.param_int("vector_words", 4);
-    const int64_t lane_k = tail ? w_vector : step;
-    if (s == "cuda_gemv") return c.m == 1 && words_fit(c, lane_k, w_vector);
-    if (s == "cuda_smallbatch") return (tail || c.m <= v.param_int("batch", 1)) && words_fit(c, lane_k, w_vector);
-    // Tensor cores: K in chunks of 16 elements per W word of a lane's run, split_k chunks a
-    // round (k_tail: any whole number of chunks; with W vectors under 16 bytes, of vectors).
-    if (s == "cuda_mma") {
-        const int64_t load_words = v.param_int("load_words", 4), chunk = 16 * load_words;
-        if (tail && load_words < 4) return c.m <= v.param_int("batch", 8) && words_fit(c, 4 * load_words, 4 * load_words);
-        return c.m <= v.param_int("batch", 8) && words_fit(c, tail ? chunk : chunk * v.param_int("split_k", 1));
-    }
+    case Family::smallbatch: return (l.k_tail || c.m <= l.batch) && words_fit(c, l);
+    case Family::mma: return c.m <= l.batch && words_fit(c, l);
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
-    if (s == "cpu") return c.m >= v.param_int("batch", 1);
-    if (s == "cuda_splitk") return c.m == 1 && words_fit(c, step * v.param_int("split_k", 1));
+    case Family::cpu: return c.m >= l.batch;
     // The in-place rescale moves 8-output vectors.
-    if (is_rescale_path(v) && (!aligned16(c.y) || c.ldy % 8 != 0 || c.n % 8 != 0)) return false;
-    if (is_cublas_path(v)) return cublas_fits(c);
+    case Family::rescale: return aligned16(c.y) && c.ldy % 8 == 0 && c.n % 8 == 0 && cublas_fits(c);
+    case Family::dequantize: return cublas_fits(c);
     // cuBLAS's int8 GEMM takes K and W's rows in whole 16-byte steps; its int32 sums of
     // products of at most 2^14 stay exact up to K = 2^17; the workspace's planes and int32
     // products must fit Halide's 32-bit indexing, as the caller's buffers do.
-    if (is_planes_path(v)) {
+    case Family::planes: {
         const int64_t rows = 3 * c.m;
         return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && rows * (c.k + 16) <= INT32_MAX &&
                rows * c.n <= INT32_MAX && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    }
+    case Family::general: return true;
     }
     return true;
 }
@@ -136,51 +179,37 @@ namespace {
 // M = 1, (N, K) = (1024, 14336) 8.30 against 11.60 us, (2048, 14336) 11.0 against 13.3,
 // (2048, 8192) 7.79 against 8.36; within 4% either way at N = 256..1024
 // (explore_w8_splitk_2026-12-03_h200_140082f.md).
-// The int8 planes path (listed ahead of the B = 8 and 16 tiles) from M = 7 to 128, dirty
-// L2: N = K = 8192, M = 8 38.4 us against 47.4 for b8_r8w4_coalesced, M = 16 39.6 against
-// 96.0 for b16_r4w4_coalesced; M = 128 68.9 against 101.7 for the dequantize path (back to
-// back), M = 256 127.3 against 110.7 (the int8 GEMM's three planes of multiply-adds outweigh
-// W's read) (bench/results/w8_planes_2026-12-03_h200_6213088.md, w8_planes_lt_2026-12-03_h200_812cc62.md).
-// B = 6 tiles stay ahead below M = 7 (M = 6, N = K = 8192: 39.7 us against the planes
-// path's 38.5, within 3%), and small work (its three launches) stays on the other kernels.
-constexpr int64_t kPlanesUntunedRows[2] = {7, 128};
-// ... and past 2^27 multiply-adds: at M = 8, N = K = 4096 the b8 tile wins (18.8 against
-// 20.4 us; 18.5 against 34-62 under do_bench, host time between the three launches exposed).
-constexpr int64_t kPlanesUntunedWork = int64_t(1) << 27;
-// The pinned cuBLASLt GEMM (64x64 tiles, one CTA per 64 rows of W, no split-K) is listed
-// first and taken up to M = 16 (48 plane rows, one tile) where N >= 8192 gives it 128 CTAs
-// or more: dirty L2, N = K = 8192, M = 8 38.4 us against 40.5 with cublasGemmEx's pick,
-// M = 16 39.6 against 49.3; at M = 32 59.3 against 51.6 (do_bench), and at N = 4096 its
-// 64 CTAs leave half the GPU idle (M = 16, K = 14336: 47.8 against 37.2)
-// (bench/results/w8_planes_lt_2026-12-03_h200_812cc62.md).
-constexpr int64_t kPinnedGemmUntuned[2] = {16, 8192};  // at most M, at least N
+// The int8 planes path wins untuned within its variants.json bounds (untuned_min_m and the
+// rest, with the results file behind each): past them a tile, the other planes GEMM or the
+// dequantize path wins, and small work pays its three launches.
+bool outside_untuned_bounds(const Variant &v, const W8LinearCall &c) {
+    const int work_log2 = v.param_int("untuned_work_log2", -1);
+    return c.m < v.param_int("untuned_min_m", 0) || c.m > v.param_int("untuned_max_m", INT32_MAX) ||
+           c.n < v.param_int("untuned_min_n", 0) || (work_log2 >= 0 && c.m * c.n * c.k <= (int64_t(1) << work_log2));
+}
 
 // `splitk_runs`: whether a split-K variant takes the call (K in its whole steps); where none
 // does, the GEMV stays ahead of the general variant.
 bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const bool large = c.m * c.n * c.k >= (int64_t(1) << 24);
-    const std::string_view s = v.param("schedule");
-    if (s == "cuda_mma") return true;  // all but the split-K forms of mma_rank lose or are untimed
+    const W8Schedule d = schedule_of(v);
+    const w8::Layout &l = d.layout;
+    const bool lanes = d.family == Family::gemv || d.family == Family::smallbatch;
+    if (d.family == Family::mma) return true;  // all but the split-K forms of mma_rank lose or are untimed
     // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
-    if (s == "cuda_smallbatch" && v.param("k_tail") == "true" && v.param_int("batch", 1) < std::min<int64_t>(c.m, 16)) {
-        return true;
-    }
+    if (d.family == Family::smallbatch && l.k_tail && l.batch < std::min<int64_t>(c.m, 16)) return true;
     // Whole-step lane kernels with 4- or 8-byte W loads run only where K is in whole 16-byte
     // vectors, which the 16-byte k_tail kernels take faster: M = 1, N = 4096, K = 11008 (43
     // steps of 256) gemv_r4w2 27.3 us against gemv_r2w8_coalesced_ktail 15.5 (ragged_2026-12-05_h200_b0d036e.md).
-    if ((s == "cuda_gemv" || s == "cuda_smallbatch") && v.param("k_tail") != "true" && v.param_int("load_words", 4) < 4) {
-        return true;
+    if (lanes && !l.k_tail && l.load_words < 4) return true;
+    if (d.family == Family::gemv || (d.family == Family::smallbatch && c.m == 1)) {
+        return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
     }
-    if (s == "cuda_gemv" || (s == "cuda_smallbatch" && c.m == 1)) return splitk_runs && c.n <= 2048 && c.k >= 4 * c.n;
-    if (is_planes_path(v)) {
-        const bool pinned = !v.param("cublaslt_config").empty();
-        // N off 16: M = 16, N = 4097, K = 4096 took 62.1 us against 25.1 for b8_r8w4_coalesced_ktail.
-        return c.m * c.n * c.k <= kPlanesUntunedWork || c.m < kPlanesUntunedRows[0] || c.m > kPlanesUntunedRows[1] ||
-               c.n % 16 != 0 || (pinned && (c.m > kPinnedGemmUntuned[0] || c.n < kPinnedGemmUntuned[1]));
-    }
+    // N off 16: M = 16, N = 4097, K = 4096 took 62.1 us against 25.1 for b8_r8w4_coalesced_ktail.
+    if (d.family == Family::planes) return outside_untuned_bounds(v, c) || c.n % 16 != 0;
     // The dequantize + cuBLAS paths stay behind the lane kernels up to M = 16, k_tail ones
     // included: M = 4, N = 4096, K = 4544 31.6 us against b4_r4w8_coalesced_ktail's 13.5.
-    return is_cublas_path(v) && (!large || c.m <= 16);
+    return d.cublas() && (!large || c.m <= 16);
 }
 
 // Untuned rank of a split-K tensor-core form, 0 first, -1 where none applies (measurements in
@@ -191,13 +220,13 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
 // 49.7 us, w8_mma_m17_m64_2026-12-05_h200_0c56cfd.md), except M = 33..64 at N > 12288, where
 // the planes path stays first (47.5 against 54.4 us there).
 int mma_rank(const Variant &v, const W8LinearCall &c) {
-    if (v.param("schedule") != "cuda_mma" || c.m < 3 || c.m > 64 || c.n * c.k < (int64_t(1) << 24)) return -1;
+    const W8Schedule d = schedule_of(v);
+    if (d.family != Family::mma || c.m < 3 || c.m > 64 || c.n * c.k < (int64_t(1) << 24)) return -1;
     const int64_t batch = c.m <= 8 ? 8 : c.m <= 16 ? 16 : c.m <= 32 ? 32 : 64;
     if (batch == 64 && c.n > 12288) return -1;
-    const int64_t rows = v.param_int("rows_per_warp", 16), split = v.param_int("split_k", 1);
-    const int64_t load_words = v.param_int("load_words", 4);
-    if (v.param_int("batch", 8) != batch || (load_words != 4 && (batch > 16 || v.param("k_tail") != "true")) ||
-        split == 1 || (batch <= 16 && rows != 16)) {
+    const int64_t rows = d.layout.rows_per_warp, split = d.layout.split_k, load_words = d.layout.load_words;
+    if (d.layout.batch != batch || (load_words != 4 && (batch > 16 || !d.layout.k_tail)) || split == 1 ||
+        (batch <= 16 && rows != 16)) {
         return -1;
     }
     if (batch > 16) {
@@ -211,7 +240,7 @@ int mma_rank(const Variant &v, const W8LinearCall &c) {
     const int preferred_log2 = c.n <= 6144 ? 4 : (c.n <= 12288 ? 3 : 2);  // split 16, 8, 4
     const int split_log2 = int(std::log2(double(split)));
     const int narrow = load_words == 2 ? 1 : load_words == 1 ? 2 : 0;
-    return std::abs(split_log2 - preferred_log2) + (v.param("k_tail") == "true" ? 1 : 0) + narrow;
+    return std::abs(split_log2 - preferred_log2) + (d.layout.k_tail ? 1 : 0) + narrow;
 }
 
 }  // namespace
@@ -223,7 +252,7 @@ RunnableList runnable_w8_variants(const std::vector<const Variant *> &candidates
         [&, splitk_runs = std::optional<bool>()](const Variant &v) mutable {
             if (!splitk_runs) {
                 splitk_runs = std::any_of(candidates.begin(), candidates.end(), [&](const Variant *o) {
-                    return o->param("schedule") == "cuda_splitk" && can_run(*o, c);
+                    return schedule_of(*o).family == Family::splitk && can_run(*o, c);
                 });
             }
             const int mma = mma_rank(v, c);
@@ -251,7 +280,7 @@ const Variant *epilogue_variant(const std::string &stage, std::string_view x_typ
 // is cublasGemmEx's pick, or with cublaslt_heuristic_rank that rank of cuBLASLt's list.
 schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16, const std::string &scale_type,
                               void *stream, void *ctx) {
-    const bool rescale = is_rescale_path(v);
+    const bool rescale = schedule_of(v).family == Family::rescale;
     const std::string_view x_type = v.param("x_type");
     // The other stage's variant, looked up once per kind (candidates memoises by key).
     const Variant *dequant = &v, *epilogue = &v;
@@ -448,18 +477,16 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
     const auto runnable = runnable_w8_variants(candidates, key, cuda_context_sm(ctx), c);
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
-    if (is_cublas_path(*v)) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);
-    if (is_planes_path(*v)) return run_planes_path(*v, c, scale_type, stream, ctx);
+    const W8Schedule d = schedule_of(*v);
+    if (d.cublas()) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, scale_type, stream, ctx);
+    if (d.family == Family::planes) return run_planes_path(*v, c, scale_type, stream, ctx);
 
     PipelineCall call(*v, stream, ctx);
     bind_linear(call, c);
     // The lane-layout and tensor-core kernels read each weight once: W streams through L2 so that it does
     // not evict x, y and what the caller's other kernels keep there (evict_first variants
     // mark their loads so instead).
-    const std::string_view schedule = v->param("schedule");
-    const bool w_read_once = (schedule == "cuda_gemv" || schedule == "cuda_smallbatch" || schedule == "cuda_splitk" ||
-                              schedule == "cuda_mma") &&
-                             v->param("evict_first") != "true";
+    const bool w_read_once = (d.layout.lane || d.layout.mma) && !d.evict_first;
     const L2StreamingWindow window(c.w, w_read_once ? size_t((c.n - 1) * c.ldw + c.k) : 0);
     return call.run();
 }

@@ -1,0 +1,80 @@
+"""tools/variants.py: spaces expand in order into variants named from their parameters."""
+from __future__ import annotations
+
+import json
+import sys
+import unittest
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import variants  # noqa: E402
+
+W8 = {"generator": "w8_linear", "input_param": "x_type"}
+
+
+def expand(spaces: list[dict], op: str = "w8_linear", header: dict = W8) -> list[variants.Variant]:
+    return variants.expand({"operators": {op: {**header, "spaces": spaces}}})
+
+
+class Expand(unittest.TestCase):
+    def test_lists_span_values_types_innermost(self) -> None:
+        out = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": [16, 8], "coalesced": True,
+                       "types": "bf16_sbf16 fp16_sfp32_bias"}])
+        self.assertEqual([v.name for v in out], [
+            "w8_linear_bf16_sbf16_gemv_r2w16_coalesced", "w8_linear_fp16_sfp32_bias_gemv_r2w16_coalesced",
+            "w8_linear_bf16_sbf16_gemv_r2w8_coalesced", "w8_linear_fp16_sfp32_bias_gemv_r2w8_coalesced"])
+        self.assertEqual(out[3].params, {"x_type": "fp16", "scale_type": "fp32", "with_bias": "true",
+                                         "schedule": "cuda_gemv", "rows_per_warp": "2", "load_words": "8",
+                                         "coalesced": "true"})
+        self.assertEqual(out[3].device, "cuda")
+        self.assertEqual(out[3].settings, {})
+
+    def test_min_sm_and_device_follow_from_parameters(self) -> None:
+        out = expand([{"schedule": "cuda_tiled", "tile": 64, "rows_per_thread": 8, "load_words": 4,
+                       "encoder": "ptx", "types": "bf16_e5m2"}, {"schedule": "cpu", "types": "fp32"}],
+                     "cast_transpose", {"generator": "cast_transpose"})
+        self.assertEqual(out[0].name, "cast_transpose_bf16_e5m2_t64r8w4_cvt")
+        self.assertEqual(out[0].settings, {"min_sm": "89"})
+        self.assertEqual((out[1].name, out[1].device, out[1].settings), ("cast_transpose_fp32_cpu", "cpu", {}))
+
+    def test_settings_only_difference_shares_the_pipeline(self) -> None:
+        out = expand([{"schedule": "cuda_words", "stage": "rescale", "types": "bf16_sbf16"},
+                      {"schedule": "cuda_words", "stage": "rescale", "cublaslt_heuristic_rank": [0, 1],
+                       "types": "bf16_sbf16"}])
+        self.assertEqual([v.name for v in out], ["w8_linear_bf16_sbf16_dequant_cublas_rescale",
+                                                 "w8_linear_bf16_sbf16_dequant_cublaslt_h0_rescale",
+                                                 "w8_linear_bf16_sbf16_dequant_cublaslt_h1_rescale"])
+        self.assertNotIn("kernels_of", out[0].settings)
+        self.assertEqual([v.settings["kernels_of"] for v in out[1:]], [out[0].name] * 2)
+        self.assertEqual(out[2].settings["cublaslt_heuristic_rank"], "1")
+
+    def test_a_register_cap_apart_from_the_pipeline_it_shares_is_refused(self) -> None:
+        with self.assertRaisesRegex(ValueError, "jit_max_registers"):
+            expand([{"schedule": "cuda_words", "stage": "rescale", "types": "bf16_sbf16"},
+                    {"schedule": "cuda_words", "stage": "rescale", "cublaslt_heuristic_rank": 0,
+                     "jit_max_registers": 128, "types": "bf16_sbf16"}])
+
+    def test_a_name_two_variants_would_share_is_refused(self) -> None:
+        # warps is not in the GEMV's name: two variants apart only there would share one.
+        with self.assertRaisesRegex(ValueError, "two variants derive the name"):
+            expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "warps": [4, 8],
+                     "types": "bf16_sbf16"}])
+
+    def test_an_unknown_type_token_is_refused(self) -> None:
+        with self.assertRaisesRegex(ValueError, "int4"):
+            expand([{"schedule": "cuda_general", "types": "int4_sbf16"}])
+
+    def test_the_list_names_its_types_as_its_tokens_say(self) -> None:
+        spaces = json.loads(variants.SPACES.read_text())
+        out = variants.expand(spaces)
+        self.assertEqual(len({v.name for v in out}), len(out))
+        for v in out:
+            token = variants.type_token(v.params)
+            parsed = variants.type_params(spaces["operators"][v.op], token) if token else {}
+            self.assertEqual({k: v.params[k] for k in parsed}, parsed, v.name)
+            self.assertIn(token, v.name)
+
+
+if __name__ == "__main__":
+    unittest.main()

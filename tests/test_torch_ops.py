@@ -7,9 +7,12 @@ torchao's tensorwise float8 linear; never schedx's own code. Where torch is not 
 it exits 77, which ctest reports as skipped. ctest sets SCHEDX_LIBRARY and PYTHONPATH.
 """
 
+import logging
 import os
+import re
 import tempfile
 import unittest
+import warnings
 
 os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
 
@@ -203,6 +206,11 @@ class CastTransposeOpTest(unittest.TestCase):
             (Status.ERR_UNSUPPORTED_FORMAT, "float8_e4m3fn or float8_e5m2",
              lambda: ops.cast_transpose_fp8(x, s, torch.float16)),
             (Status.ERR_BAD_SIZE, "one-element float32", lambda: ops.cast_transpose_fp8(x, torch.ones(2), FP8[0])),
+            (Status.ERR_UNSUPPORTED_DTYPE, "one-element float32",
+             lambda: ops.cast_transpose_fp8(x, torch.ones(1, dtype=torch.float64), FP8[0])),
+            (Status.ERR_UNSUPPORTED_DTYPE, "one-element float32", lambda: ops.cast_transpose_fp8_out(
+                x, s, rows=torch.empty(8, 16, dtype=FP8[0]), cols=None, amax=torch.ones(1, dtype=torch.float16),
+                scale_inv=torch.ones(1))),
             (Status.ERR_BAD_SIZE, "shape (8, 16)", lambda: ops.cast_transpose_fp8_out(
                 x, s, rows=torch.empty(4, 16, dtype=FP8[0]), cols=None)),
             (Status.ERR_BAD_LEADING_DIM, "row-major", lambda: ops.cast_transpose_fp8_out(
@@ -280,14 +288,186 @@ class W8LinearOpTest(unittest.TestCase):
     def test_errors(self):
         x, w, s = torch.ones(2, 8, dtype=torch.bfloat16), torch.ones(3, 8, dtype=torch.int8), torch.ones(3)
         cases = [
+            # A wrong dtype is ERR_UNSUPPORTED_DTYPE, a wrong shape ERR_BAD_SIZE, for every tensor.
             (Status.ERR_UNSUPPORTED_DTYPE, "bf16 or fp16", lambda: ops.w8_linear(x.float(), w, s)),
-            (Status.ERR_BAD_SIZE, "int8 [N, 8]", lambda: ops.w8_linear(x, w.float(), s)),
+            (Status.ERR_UNSUPPORTED_DTYPE, "int8 [N, 8]", lambda: ops.w8_linear(x, w.float(), s)),
             (Status.ERR_BAD_SIZE, "int8 [N, 8]", lambda: ops.w8_linear(x, torch.ones(3, 9, dtype=torch.int8), s)),
-            (Status.ERR_UNSUPPORTED_DTYPE, "scales", lambda: ops.w8_linear(x, w, torch.ones(4))),
+            (Status.ERR_BAD_SIZE, "scales", lambda: ops.w8_linear(x, w, torch.ones(4))),
+            (Status.ERR_UNSUPPORTED_DTYPE, "scales", lambda: ops.w8_linear(x, w, torch.ones(3, dtype=torch.float16))),
             (Status.ERR_UNSUPPORTED_DTYPE, "bias", lambda: ops.w8_linear(x, w, s, torch.ones(3, dtype=torch.float16))),
-            (Status.ERR_BAD_SIZE, "out must be", lambda: ops.w8_linear_out(x, w, s, None, out=torch.empty(2, 4))),
+            (Status.ERR_BAD_SIZE, "bias", lambda: ops.w8_linear(x, w, s, torch.ones(4))),
+            (Status.ERR_UNSUPPORTED_DTYPE, "out must have", lambda: ops.w8_linear_out(x, w, s, None,
+                                                                                      out=torch.empty(2, 3))),
+            (Status.ERR_BAD_SIZE, "out must have", lambda: ops.w8_linear_out(x, w, s, None,
+                                                                             out=torch.empty(2, 4, dtype=x.dtype))),
         ]
         assert_fails_with(self, cases)
+
+
+def op_calls(device):
+    """(op, its tensor arguments by name, its other arguments) of every op, all on device."""
+    fp8 = torch.float8_e4m3fn
+    x = torch.ones(8, 16, dtype=torch.bfloat16, device=device)
+    w = torch.ones(4, 16, dtype=torch.int8, device=device)
+    sc = torch.ones(4, dtype=torch.bfloat16, device=device)
+
+    def f32():
+        return torch.ones(1, device=device)
+
+    rows, cols = torch.empty(8, 16, dtype=fp8, device=device), torch.empty(16, 8, dtype=fp8, device=device).t()
+    return [
+        (ops.cast_transpose_fp8, {"x": x, "scale": f32()}, {"dtype": fp8}),
+        (ops.cast_transpose_fp8_amax, {"x": x, "scale": f32()}, {"dtype": fp8}),
+        (ops.cast_transpose_fp8_out, {"x": x, "scale": f32(), "rows": rows, "cols": cols, "amax": f32(),
+                                      "scale_inv": f32()}, {}),
+        (ops.cast_transpose_fp8_current_scaling, {"x": x}, {"dtype": fp8}),
+        (ops.abs_max, {"x": x}, {}),
+        (ops.quantize_fp8, {"x": x}, {"recipe": schedx.Recipe.BLOCK_1X128, "dtype": fp8}),
+        (ops.w8_linear, {"x": x, "w": w, "scales": sc, "bias": sc.clone()}, {}),
+        (ops.w8_linear_out, {"x": x, "w": w, "scales": sc, "bias": sc.clone(),
+                             "out": torch.empty(8, 4, dtype=torch.bfloat16, device=device)}, {}),
+    ]
+
+
+@needs_torch
+class DeviceTest(unittest.TestCase):
+    """Every tensor of a call is on x's device; a meta tensor beside real ones (a buffer
+    missed by load_state_dict(assign=True)) raises as torch's ops do, never returns
+    uninitialised outputs, and an all-meta call gives meta outputs (its fake)."""
+
+    def check_moved(self, device, other):
+        for op, tensors, rest in op_calls(device):
+            for name in tensors if len(tensors) > 1 else ():  # one tensor is on one device
+                moved = dict(tensors, **{name: tensors[name].to(other)})
+                expected, got = (other, device) if name == "x" else (device, other)
+                with self.subTest(op=op.__name__, moved=name, to=other):
+                    with self.assertRaises(RuntimeError) as cm:
+                        op(**moved, **rest)
+                    msg = str(cm.exception)
+                    self.assertIn("schedx ERR_POINTER_DEVICE: ", msg)
+                    self.assertIn(f"Tensor on device {torch.device(got)} is not on the expected device "
+                                  f"{torch.device(expected)}!", msg)
+                    if name != "x":
+                        self.assertIn(f"{name}: Tensor on device", msg)
+
+    def test_a_meta_tensor_among_cpu_ones_raises(self):
+        self.check_moved("cpu", "meta")
+
+    @unittest.skipUnless(torch is not None and torch.cuda.is_available(), "needs a CUDA device")
+    def test_a_cpu_tensor_among_cuda_ones_raises(self):
+        self.check_moved("cuda:0", "cpu")
+
+    def test_refused_out_call_writes_nothing(self):
+        x = torch.ones(8, 16, dtype=torch.bfloat16)
+        rows_buf, rows = poisoned((8, 16), torch.float8_e4m3fn, "cpu")
+        with self.assertRaises(RuntimeError):
+            ops.cast_transpose_fp8_out(x, torch.ones(1, device="meta"), rows=rows, cols=None)
+        self.assertTrue(bool((rows_buf.view(torch.uint8) == 0x5A).all()))
+
+    def test_all_meta_gives_meta_outputs(self):
+        cpu_calls = op_calls("cpu")
+        for (op, tensors, rest), (_, cpu_tensors, _) in zip(op_calls("meta"), cpu_calls):
+            with self.subTest(op=op.__name__):
+                got = op(**tensors, **rest)
+                want = op(**cpu_tensors, **rest)
+                for g, w_ in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+                    if g is None:
+                        continue
+                    self.assertEqual((g.device.type, g.shape, g.stride(), g.dtype), ("meta", w_.shape, w_.stride(),
+                                                                                     w_.dtype))
+
+    def test_python_api_refuses_other_devices(self):
+        import schedx.quantize as q
+        assert_fails_with(self, [(Status.ERR_BAD_DEVICE, "device meta", lambda: q.quantize_fp8(
+            torch.ones(8, 16, device="meta")))])
+
+
+def w8_reference(x, w, scales, bias):
+    """gpt-fast's formulation, autograd's own derivative: F.linear(x, w.to(x.dtype)) * scales + bias."""
+    y = torch.nn.functional.linear(x, w.to(x.dtype)) * scales
+    return y if bias is None else y + bias
+
+
+@needs_torch
+class AutogradTest(unittest.TestCase):
+    """w8_linear's dgrad (and bias grad) against autograd through gpt-fast's formulation;
+    the ops with no derivative raise when an input requires grad where grad is enabled."""
+
+    def dgrad_cases(self, device):
+        g = torch.Generator().manual_seed(7)
+        for xdt, sdt, shape in ((torch.bfloat16, torch.bfloat16, (5, 48)), (torch.float16, torch.float32, (2, 3, 48)),
+                                (torch.bfloat16, torch.float32, (1, 48))):
+            x = torch.randn(shape, generator=g).to(xdt).to(device)
+            w = torch.randint(-128, 128, (24, 48), generator=g, dtype=torch.int8).to(device)
+            s = (torch.rand(24, generator=g) / 64).to(sdt).to(device)
+            b = torch.randn(24, generator=g).to(sdt).to(device)
+            grad = torch.randn(shape[:-1] + (24,), generator=g).to(xdt).to(device)
+            yield x, w, s, b, grad
+
+    def grads(self, fn, x, w, s, b, grad, with_bias):
+        x = x.clone().requires_grad_()
+        b = b.clone().requires_grad_() if with_bias else None
+        y = fn(x, w, s, b)
+        y.backward(grad.to(y.dtype))
+        return x.grad, None if b is None else b.grad
+
+    def check(self, fn, exact):
+        for device in DEVICES:
+            for x, w, s, b, grad in self.dgrad_cases(device):
+                for with_bias in (False, True):
+                    with self.subTest(device=device, x=x.dtype, scales=s.dtype, shape=tuple(x.shape), bias=with_bias):
+                        gx, gb = self.grads(fn, x, w, s, b, grad, with_bias)
+                        want_x, want_b = self.grads(w8_reference, x, w, s, b, grad, with_bias)
+                        self.assertEqual((gx.dtype, gx.shape), (x.dtype, x.shape))
+                        if exact:
+                            self.assertTrue(torch.equal(gx, want_x))
+                        else:
+                            torch.testing.assert_close(gx, want_x)
+                        if with_bias:
+                            self.assertEqual(gb.dtype, b.dtype)
+                            torch.testing.assert_close(gb, want_b, rtol=1e-2, atol=1e-2)
+
+    def test_dgrad_eager(self):
+        self.check(lambda x, w, s, b: ops.w8_linear(x, w, s, b), exact=True)
+
+    def test_dgrad_compiled(self):
+        torch._dynamo.reset()
+        self.check(torch.compile(lambda x, w, s, b: ops.w8_linear(x, w, s, b), fullgraph=True), exact=False)
+
+    def test_module_passes_grad_to_x(self):
+        # A LoRA on an int8 base model: the frozen int8 linear passes dgrad through.
+        lin = torch.nn.Linear(32, 16, dtype=torch.bfloat16)
+        q = snn.Int8WeightOnlyLinear.from_linear(lin)
+        x = torch.randn(4, 32, dtype=torch.bfloat16, requires_grad=True)
+        q(x).sum().backward()
+        want = (torch.ones(4, 16, dtype=torch.bfloat16) * q.scales) @ q.weight.to(torch.bfloat16)
+        self.assertTrue(torch.equal(x.grad, want))
+
+    def test_scales_and_no_derivative_ops_refuse_grad(self):
+        x = torch.ones(8, 16, dtype=torch.bfloat16)
+        w = torch.ones(4, 16, dtype=torch.int8)
+        with self.assertRaisesRegex(RuntimeError, "no derivative for scales"):
+            ops.w8_linear(x, w, torch.ones(4, requires_grad=True))
+        for op, tensors, rest in op_calls("cpu"):
+            if op is ops.w8_linear:
+                continue
+            for name, t in tensors.items():
+                if not t.is_floating_point() or t.dtype.itemsize == 1:
+                    continue  # only floating-point dtypes other than fp8 can require grad here
+                needing = dict(tensors, **{name: t.clone().requires_grad_()})
+                with self.subTest(op=op.__name__, requires_grad=name):
+                    with self.assertRaisesRegex(RuntimeError, f"schedx::{op.__name__} has no derivative, and "
+                                                              f"{name} requires grad"):
+                        op(**needing, **rest)
+                    with torch.no_grad():
+                        op(**needing, **rest)  # no grad is asked for: it runs
+
+    def test_opcheck_with_grad(self):
+        for device in DEVICES:
+            x = torch.randn(6, 32, dtype=torch.bfloat16, device=device, requires_grad=True)
+            w = torch.randint(-128, 128, (16, 32), dtype=torch.int8, device=device)
+            s = (torch.rand(16, device=device) / 32).to(torch.bfloat16)
+            opcheck(ops.w8_linear.default, (x, w, s, s.clone().requires_grad_()))
 
 
 @needs_torch
@@ -426,6 +606,56 @@ class Int8WeightOnlyLinearTest(unittest.TestCase):
         self.assertEqual(seen, ["0", "2.0"])
         self.assertIs(type(model[0]), torch.nn.Linear)
         self.assertIs(type(model[2][0]), snn.Int8WeightOnlyLinear)
+
+    def test_fp16_model_converts(self):
+        lin = torch.nn.Linear(64, 40, dtype=torch.float16)
+        with torch.no_grad():
+            lin.weight[5] = 0
+        model = torch.nn.Sequential(lin)
+        snn.convert_to_int8_weight_only(model)
+        q = model[0]
+        want_q, want_s = gpt_fast_quantize(lin.weight)
+        # The fp16-rounded scales are kept exactly in fp32, the dtype the kernels take.
+        self.assertEqual((q.scales.dtype, q.bias.dtype), (torch.float32, torch.float32))
+        self.assertTrue(torch.equal(q.weight, want_q))
+        self.assertTrue(torch.equal(q.scales, want_s.float()))
+        self.assertTrue(torch.equal(q.bias, lin.bias.float()))
+        for device in DEVICES:
+            q = q.to(device)
+            x = torch.randn(3, 64, dtype=torch.float16, device=device)
+            y = q(x)
+            ref = ((x.double() @ want_q.to(device).double().t()) * want_s.to(device).double() +
+                   lin.bias.to(device).double())
+            self.assertEqual(y.dtype, torch.float16)
+            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+
+    def test_fp32_linears_stay_with_a_warning_and_the_rest_is_logged(self):
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16, dtype=torch.bfloat16), torch.nn.Linear(16, 16),
+                                    torch.nn.Sequential(torch.nn.Linear(16, 8, dtype=torch.float16)))
+        with warnings.catch_warnings(record=True) as caught, self.assertLogs("schedx.nn", logging.INFO) as logs:
+            warnings.simplefilter("always")
+            self.assertIs(snn.convert_to_int8_weight_only(model), model)
+        self.assertEqual([str(w.message).split(":")[0] for w in caught], ["1 stays torch.nn.Linear"])
+        self.assertIn("torch.float32", str(caught[0].message))
+        self.assertEqual(caught[0].filename, __file__)  # the warning points at the caller
+        self.assertIn("replaced 2 linear(s) of Sequential: 0, 2.0", logs.output[0])
+        self.assertEqual([type(m) for m in (model[0], model[1], model[2][0])],
+                         [snn.Int8WeightOnlyLinear, torch.nn.Linear, snn.Int8WeightOnlyLinear])
+        with self.assertRaisesRegex(ValueError, "bf16 or fp16"):
+            snn.Int8WeightOnlyLinear.from_linear(torch.nn.Linear(4, 4))
+
+    def test_convert_is_all_or_nothing(self):
+        model = torch.nn.Sequential(torch.nn.Linear(16, 16, dtype=torch.bfloat16),
+                                    torch.nn.Linear(16, 16, dtype=torch.bfloat16))
+
+        def filter_fn(mod, fqn):
+            if fqn == "1":
+                raise KeyError("the second linear's filter fails")
+            return True
+
+        with self.assertRaises(KeyError):
+            snn.convert_to_int8_weight_only(model, filter_fn)
+        self.assertEqual([type(m) for m in model], [torch.nn.Linear, torch.nn.Linear])
 
 
 def torchao_scale(t, dtype, pow2):

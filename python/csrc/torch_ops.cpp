@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <utility>
@@ -60,8 +61,6 @@ std::string dtype_name(ScalarType t) {
     default: return torch::headeronly::toString(t);
     }
 }
-
-std::string described(const Tensor &t) { return dtype_name(t.scalar_type()) + " " + shape_text(t); }
 
 std::optional<schedx_dtype> half_code(ScalarType t) {
     if (t == ScalarType::BFloat16) return SCHEDX_BF16;
@@ -131,6 +130,32 @@ Tensor new_output(const Tensor &like, const std::vector<int64_t> &shape, const s
     return Tensor(handle);
 }
 
+// torch's name of a device ("cpu", "cuda:0", "meta"), as the Python kernels print it.
+std::string device_text(const torch::stable::Device &d) {
+    using torch::headeronly::DeviceType;
+    const std::string index = d.has_index() ? ":" + std::to_string(d.index()) : "";
+    switch (d.type()) {
+    case DeviceType::CPU: return "cpu" + index;
+    case DeviceType::CUDA: return "cuda" + index;
+    case DeviceType::Meta: return "meta" + index;
+    default: return "device type " + std::to_string(int(d.type())) + index;
+    }
+}
+
+// Each named tensor is on x's device, as torch's own ops require (their words): a kernel
+// is chosen by the highest device of all its arguments, so one call may see several.
+void check_same_device(const Tensor &x, std::initializer_list<std::pair<const Tensor *, const char *>> named) {
+    const torch::stable::Device device = x.device();
+    for (const auto &[t, name] : named) {
+        if (t && t->device() != device) {
+            fail(SCHEDX_ERR_POINTER_DEVICE, std::string(name) + ": Tensor on device " + device_text(t->device()) +
+                                                " is not on the expected device " + device_text(device) + "!");
+        }
+    }
+}
+
+const Tensor *given(const std::optional<Tensor> &t) { return t ? &*t : nullptr; }
+
 schedx_device device_of(const Tensor &t, void **stream) {
     *stream = t.is_cuda() ? current_cuda_stream(t.get_device_index()) : nullptr;
     return t.is_cuda() ? SCHEDX_DEVICE_CUDA : SCHEDX_DEVICE_CPU;
@@ -150,8 +175,13 @@ std::optional<schedx_fp8_format> fp8_format(ScalarType t) {
 }
 
 void check_scalar_f32(const Tensor &t, const char *name) {
-    if (t.scalar_type() != ScalarType::Float || t.numel() != 1) {
-        fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must be a one-element float32 tensor, got " + described(t));
+    if (t.scalar_type() != ScalarType::Float) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+             std::string(name) + " must be a one-element float32 tensor, got " + dtype_name(t.scalar_type()));
+    }
+    if (t.numel() != 1) {
+        fail(SCHEDX_ERR_BAD_SIZE,
+             std::string(name) + " must be a one-element float32 tensor, got shape " + shape_text(t));
     }
 }
 
@@ -176,6 +206,11 @@ int64_t output_ld(const Tensor &t, const char *name, int64_t rows, int64_t cols,
 void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor> &rows,
                const std::optional<Tensor> &cols, const std::optional<Tensor> &amax,
                const std::optional<Tensor> &scale_inv) {
+    check_same_device(x, {{&scale, "scale"},
+                          {given(rows), "rows"},
+                          {given(cols), "cols"},
+                          {given(amax), "amax"},
+                          {given(scale_inv), "scale_inv"}});
     const ScalarType fp8 = rows ? rows->scalar_type() : cols->scalar_type();
     const auto format = fp8_format(fp8);
     if (!format) {
@@ -333,26 +368,55 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> quantize_fp8(Tensor x, std::string re
 
 // y [..., N] = x [..., K] @ w.T * scales (+ bias): checks what the C ABI cannot see
 // (tensor shapes and dtypes), then one C call on x's device and current stream.
+// What the C ABI cannot see of a w8_linear call: devices, dtypes and shapes (a wrong dtype
+// is SCHEDX_ERR_UNSUPPORTED_DTYPE, a wrong shape SCHEDX_ERR_BAD_SIZE, as in the Python kernels).
+void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias) {
+    check_same_device(x, {{&w, "w"}, {&scales, "scales"}, {given(bias), "bias"}});
+    if (!half_code(x.scalar_type())) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16, got " + dtype_name(x.scalar_type()));
+    }
+    if (x.dim() < 1) fail(SCHEDX_ERR_BAD_SIZE, "x must be [..., K], got a 0-d tensor");
+    const std::string k = std::to_string(x.size(x.dim() - 1));
+    if (w.scalar_type() != ScalarType::Char) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "w must be int8 [N, " + k + "], got " + dtype_name(w.scalar_type()));
+    }
+    if (w.dim() != 2 || w.size(1) != x.size(x.dim() - 1)) {
+        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + k + "], got shape " + shape_text(w));
+    }
+    const std::string n = std::to_string(w.size(0));
+    if (!scale_code(scales.scalar_type())) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+             "scales must be bf16 or fp32 [" + n + "], got " + dtype_name(scales.scalar_type()));
+    }
+    if (scales.dim() != 1 || scales.size(0) != w.size(0)) {
+        fail(SCHEDX_ERR_BAD_SIZE, "scales must be bf16 or fp32 [" + n + "], got shape " + shape_text(scales));
+    }
+    if (bias && bias->scalar_type() != scales.scalar_type()) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "bias must be [" + n + "] of scales' dtype " +
+                                               dtype_name(scales.scalar_type()) + ", got " +
+                                               dtype_name(bias->scalar_type()));
+    }
+    if (bias && (bias->dim() != 1 || bias->size(0) != w.size(0))) {
+        fail(SCHEDX_ERR_BAD_SIZE, "bias must be [" + n + "] of scales' dtype, got shape " + shape_text(*bias));
+    }
+}
+
 void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias, Tensor &y) {
-    const auto x_code = half_code(x.scalar_type());
-    if (!x_code || x.dim() < 1) {
-        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16 [..., K], got " + dtype_name(x.scalar_type()));
+    check_w8_args(x, w, scales, bias);
+    check_same_device(x, {{&y, "out"}});
+    const schedx_dtype x_code = *half_code(x.scalar_type());
+    const schedx_dtype s_code = *scale_code(scales.scalar_type());
+    const int64_t k = x.size(x.dim() - 1), n = w.size(0);
+    if (y.scalar_type() != x.scalar_type()) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "out must have x's dtype " + dtype_name(x.scalar_type()) + ", got " +
+                                               dtype_name(y.scalar_type()));
     }
-    const int64_t k = x.size(x.dim() - 1);
-    if (w.scalar_type() != ScalarType::Char || w.dim() != 2 || w.size(1) != k) {
-        fail(SCHEDX_ERR_BAD_SIZE, "w must be int8 [N, " + std::to_string(k) + "], got " + described(w));
-    }
-    const int64_t n = w.size(0);
-    const auto s_code = scale_code(scales.scalar_type());
-    if (!s_code || scales.dim() != 1 || scales.size(0) != n) {
-        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales must be bf16 or fp32 [" + std::to_string(n) + "], got " + described(scales));
-    }
-    if (bias && (bias->scalar_type() != scales.scalar_type() || bias->dim() != 1 || bias->size(0) != n)) {
-        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "bias must be [" + std::to_string(n) + "] of scales' dtype, got " + described(*bias));
-    }
-    bool y_shape = y.scalar_type() == x.scalar_type() && y.dim() == x.dim() && y.size(y.dim() - 1) == n;
+    bool y_shape = y.dim() == x.dim() && y.size(y.dim() - 1) == n;
     for (int64_t d = 0; y_shape && d + 1 < x.dim(); d++) y_shape = y.size(d) == x.size(d);
-    if (!y_shape) fail(SCHEDX_ERR_BAD_SIZE, "out must be x's dtype with shape [..., " + std::to_string(n) + "]");
+    if (!y_shape) {
+        fail(SCHEDX_ERR_BAD_SIZE, "out must have x's shape with N = " + std::to_string(n) + " last, got shape " +
+                                      shape_text(y));
+    }
     const Matrix xm = as_matrix(x), wm = as_matrix(w);
     if (xm.rows == 0 || n == 0) return;
     Tensor y2 = y.dim() == 2 ? y : torch::stable::view(y, {-1, n});
@@ -369,14 +433,14 @@ void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::
     const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
     void *stream = nullptr;
     const schedx_device device = device_of(x, &stream);
-    check(schedx_w8_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, *x_code,
-                           static_cast<const int8_t *>(wm.t.const_data_ptr()), n, wm.ld, s.const_data_ptr(), *s_code,
+    check(schedx_w8_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, x_code,
+                           static_cast<const int8_t *>(wm.t.const_data_ptr()), n, wm.ld, s.const_data_ptr(), s_code,
                            b ? b->const_data_ptr() : nullptr, y2.mutable_data_ptr(), xm.rows > 1 ? y2.stride(0) : n,
                            device, stream));
 }
 
 Tensor w8_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias) {
-    if (x.dim() < 1 || w.dim() != 2) fail(SCHEDX_ERR_BAD_SIZE, "x must be [..., K] and w int8 [N, K]");
+    check_w8_args(x, w, scales, bias);
     std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
     shape.back() = w.size(0);
     Tensor y = new_output(x, shape, contiguous_strides(shape), x.scalar_type());

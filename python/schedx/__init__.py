@@ -19,11 +19,12 @@ import numbers
 import sys
 
 from . import _capi
-from ._capi import SchedxError, Status
+from ._capi import Fp8Format, SchedxError, Status
+from .quantize import MxScaleMode, Recipe
 
 __all__ = [
-    "SchedxError", "Status", "Variant", "cast_transpose_fp8", "cast_transpose_fp8_current_scaling", "abs_max",
-    "w8_linear", "has_w8_linear", "variants",
+    "SchedxError", "Status", "Fp8Format", "Recipe", "MxScaleMode", "Variant", "cast_transpose_fp8",
+    "cast_transpose_fp8_current_scaling", "abs_max", "w8_linear", "has_w8_linear", "variants",
     "force_variant", "forcing", "last_variant", "last_reason",
 ]
 
@@ -161,8 +162,7 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     have a row stride larger than K; cols must be the transpose of a [K, M] array with unit
     column stride (any row stride >= M). Returns `out`.
     """
-    if fmt not in _capi.FP8_FORMATS:
-        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    fmt = _capi.choice(_capi.Fp8Format, fmt, "fmt")
     wanted = (rows, cols) + ((True, True) if amax else ())
     torch_ops = _torch_ops(x)
     if torch_ops is not None:
@@ -174,7 +174,7 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
     scale = _numpy_scale(scale)
     import ml_dtypes
     import numpy as np
-    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt))
+    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt.value))
     if out is None:
         out = (np.empty((m, k), fp8) if rows else None, np.empty((k, m), fp8).T if cols else None)
         if amax:
@@ -197,7 +197,7 @@ def cast_transpose_fp8(x, scale, fmt="e4m3fn", rows=True, cols=True, amax=False,
 def _cast_transpose_torch(torch_ops, x, scale, fmt, rows, cols, amax, out, wanted):
     torch = sys.modules["torch"]
     from . import ops as ops_module
-    fp8 = getattr(torch, "float8_" + fmt)
+    fp8 = getattr(torch, "float8_" + fmt.value)
     if isinstance(scale, numbers.Real):
         scale = torch.full((1,), float(scale), dtype=torch.float32, device=x.device)
     if out is None and rows and cols:
@@ -227,11 +227,10 @@ def cast_transpose_fp8_current_scaling(x, fmt="e4m3fn", pow2_scales=False):
     one call (torch tensors: torch.ops.schedx.cast_transpose_fp8_current_scaling, on the
     device with no host sync). Returns (rows, cols, amax, scale, scale_inv) as
     cast_transpose_fp8 returns its outputs; amax, scale and scale_inv one-element float32."""
-    if fmt not in _capi.FP8_FORMATS:
-        raise _error(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
+    fmt = _capi.choice(_capi.Fp8Format, fmt, "fmt")
     torch_ops = _torch_ops(x)
     if torch_ops is not None:
-        return torch_ops.cast_transpose_fp8_current_scaling(x, getattr(sys.modules["torch"], "float8_" + fmt),
+        return torch_ops.cast_transpose_fp8_current_scaling(x, getattr(sys.modules["torch"], "float8_" + fmt.value),
                                                             bool(pow2_scales))
     xa = _Array(x, "x")
     m, k, ldx = xa.matrix("x")
@@ -239,7 +238,7 @@ def cast_transpose_fp8_current_scaling(x, fmt="e4m3fn", pow2_scales=False):
         raise _error(Status.ERR_UNSUPPORTED_DTYPE, "x must be bf16, fp16 or fp32, got int8")
     import ml_dtypes
     import numpy as np
-    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt))
+    fp8 = np.dtype(getattr(ml_dtypes, "float8_" + fmt.value))
     rows, cols = np.empty((m, k), fp8), np.empty((k, m), fp8).T
     amax, scale, scale_inv = (np.empty((1,), np.float32) for _ in range(3))
     _capi.check(_capi.lib().schedx_cast_transpose_fp8_current_scaling(

@@ -12,7 +12,15 @@ import threading
 # Enum values of schedx.h.
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 BF16, FP16, FP32, INT8 = 0, 1, 2, 3
-FP8_FORMATS = {"e4m3fn": 0, "e5m2": 1}
+
+
+class Fp8Format(str, enum.Enum):
+    """The fp8 format names the numpy API takes (fmt=); equal to their strings."""
+    E4M3FN = "e4m3fn"
+    E5M2 = "e5m2"
+
+
+FP8_FORMATS = {Fp8Format.E4M3FN: 0, Fp8Format.E5M2: 1}  # schedx_fp8_format
 
 
 class Status(enum.IntEnum):
@@ -52,6 +60,16 @@ class SchedxError(ValueError, RuntimeError):
         self.message = message
         name = status.name if isinstance(status, Status) else str(status)
         super().__init__(f"schedx {name}: {message}")
+
+
+def choice(choices, value, what):
+    """The member of the str enum `choices` that `value` (a member or its string) names;
+    else SchedxError ERR_UNSUPPORTED_FORMAT naming the choices."""
+    try:
+        return choices(value)
+    except ValueError:
+        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT,
+                          f"{what} must be one of {sorted(c.value for c in choices)}, got {value!r}") from None
 
 
 class VariantInfo(ctypes.Structure):

@@ -12,58 +12,107 @@ forward made (nothing is cast twice).
 """
 
 import dataclasses
-from typing import Callable, Optional
+import enum
+import logging
+import warnings
+from typing import Callable, List, Optional
 
 import torch
 
 from . import ops  # noqa: F401  (registers torch.ops.schedx)
 
-__all__ = ["Int8WeightOnlyLinear", "convert_to_int8_weight_only", "Float8LinearConfig", "Float8Linear",
+__all__ = ["Int8WeightOnlyLinear", "convert_to_int8_weight_only", "Scaling", "Float8LinearConfig", "Float8Linear",
            "convert_to_float8_training", "amax_to_scale"]
 
+log = logging.getLogger(__name__)
 
-def _swap(module: torch.nn.Module, make: Callable, module_filter_fn: Optional[Callable], prefix: str = ""):
+
+def _linears(module: torch.nn.Module, module_filter_fn: Optional[Callable], prefix: str = ""):
+    """[(parent, name, fqn, linear)] of every torch.nn.Linear (exact type) under module for
+    which module_filter_fn(linear, fqn) holds, in named_children order."""
+    found = []
     for name, child in module.named_children():
         fqn = f"{prefix}.{name}" if prefix else name
-        if type(child) is torch.nn.Linear and (module_filter_fn is None or module_filter_fn(child, fqn)):
-            setattr(module, name, make(child))
+        if type(child) is torch.nn.Linear:
+            if module_filter_fn is None or module_filter_fn(child, fqn):
+                found.append((module, name, fqn, child))
         else:
-            _swap(child, make, module_filter_fn, fqn)
-    return module
+            found += _linears(child, module_filter_fn, fqn)
+    return found
+
+
+def _swap(module: torch.nn.Module, make: Callable, module_filter_fn: Optional[Callable],
+          skip: Callable[[torch.nn.Linear], Optional[str]] = lambda linear: None) -> List[str]:
+    """Replaces each selected linear by make(linear), all or nothing: every replacement is
+    made before the first is set, so an exception leaves the model as it was. A linear for
+    which skip() gives a reason stays, with a warning. Returns the fqns replaced (also
+    logged at INFO level)."""
+    chosen = []
+    for parent, name, fqn, linear in _linears(module, module_filter_fn):
+        reason = skip(linear)
+        if reason is None:
+            chosen.append((parent, name, fqn, make(linear)))
+        else:
+            warnings.warn(f"{fqn} stays torch.nn.Linear: {reason}", stacklevel=3)
+    for parent, name, _, replacement in chosen:
+        setattr(parent, name, replacement)
+    converted = [fqn for _, _, fqn, _ in chosen]
+    log.info("replaced %d linear(s) of %s: %s", len(converted), type(module).__name__, ", ".join(converted))
+    return converted
 
 
 # ------------------------------------------------------------------ int8 weight-only
+
+# The scales' (and bias') dtype per activation dtype: the kernels take bf16 or fp32 scales,
+# so an fp16 model keeps its fp16-rounded scales in fp32 (every fp16 value is one).
+SCALES_DTYPE = {torch.bfloat16: torch.bfloat16, torch.float16: torch.float32}
+
 
 class Int8WeightOnlyLinear(torch.nn.Module):
     """y = (x @ weight.T) * scales (+ bias), weight int8 [out, in], scales [out].
 
     The math of gpt-fast's WeightOnlyInt8Linear, F.linear(x, weight.to(x.dtype)) * scales,
-    but summed in fp32 and rounded once (see schedx_w8_linear in schedx.h)."""
+    but summed in fp32 and rounded once (see schedx_w8_linear in schedx.h). dtype is the
+    activations' (bf16 or fp16); scales and bias are held in SCALES_DTYPE[dtype]. x gets a
+    gradient (dgrad through the frozen int8 weight), and so does bias if it requires one."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None,
                  dtype: torch.dtype = torch.bfloat16):
         super().__init__()
+        if dtype not in SCALES_DTYPE:
+            raise ValueError(f"Int8WeightOnlyLinear takes bf16 or fp16 activations, got {dtype}")
         self.in_features, self.out_features = in_features, out_features
+        scales_dtype = SCALES_DTYPE[dtype]
         self.register_buffer("weight", torch.zeros((out_features, in_features), dtype=torch.int8, device=device))
-        self.register_buffer("scales", torch.ones(out_features, dtype=dtype, device=device))
-        self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+        self.register_buffer("scales", torch.ones(out_features, dtype=scales_dtype, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=scales_dtype, device=device) if bias else None)
 
     @staticmethod
     def quantize(weight: torch.Tensor):
-        """(int8 weight, scales in weight's dtype): per output row, scale = max|w| / 127.5
-        clamped to fp32 epsilon, q = clamp(round(w / scale), -128, 127), in fp32 as gpt-fast."""
+        """(int8 weight, scales rounded to weight's dtype): per output row, scale = max|w| /
+        127.5 clamped to fp32 epsilon, q = clamp(round(w / scale), -128, 127), in fp32 as
+        gpt-fast."""
         w = weight.detach().float()
         amax = torch.maximum(-w.amin(dim=1).clamp(max=0), w.amax(dim=1).clamp(min=0))
         scales = (amax / 127.5).clamp(min=torch.finfo(torch.float32).eps)
         q = torch.clamp(torch.round(w / scales.unsqueeze(-1)), -128, 127).to(torch.int8)
         return q, scales.to(weight.dtype)
 
+    @staticmethod
+    def unsupported(linear: torch.nn.Linear) -> Optional[str]:
+        """Why `linear` cannot be converted (its dtype), or None."""
+        dtype = linear.weight.dtype
+        if dtype not in SCALES_DTYPE:
+            return f"Int8WeightOnlyLinear quantizes bf16 or fp16 linears (the kernels take bf16 or fp16 x), got {dtype}"
+        return None
+
     @classmethod
     def from_linear(cls, linear: torch.nn.Linear) -> "Int8WeightOnlyLinear":
-        dtype = linear.weight.dtype
-        if dtype not in (torch.bfloat16, torch.float16):
-            raise ValueError(f"Int8WeightOnlyLinear quantizes bf16 or fp16 linears, got {dtype}")
-        m = cls(linear.in_features, linear.out_features, linear.bias is not None, linear.weight.device, dtype)
+        reason = cls.unsupported(linear)
+        if reason is not None:
+            raise ValueError(reason)
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, linear.weight.device,
+                linear.weight.dtype)
         q, scales = cls.quantize(linear.weight)
         m.weight.copy_(q)
         m.scales.copy_(scales)
@@ -80,29 +129,40 @@ class Int8WeightOnlyLinear(torch.nn.Module):
 
 def convert_to_int8_weight_only(model: torch.nn.Module,
                                 module_filter_fn: Optional[Callable[[torch.nn.Module, str], bool]] = None):
-    """Replaces every torch.nn.Linear of `model` (for which module_filter_fn(module, fqn)
-    holds, when given) by an Int8WeightOnlyLinear, in place; returns the model."""
-    return _swap(model, Int8WeightOnlyLinear.from_linear, module_filter_fn)
+    """Replaces every bf16 or fp16 torch.nn.Linear of `model` (for which
+    module_filter_fn(module, fqn) holds, when given) by an Int8WeightOnlyLinear, in place
+    and all or nothing; linears of other dtypes (fp32) stay, each with a warning. Returns
+    the model; the fqns replaced are logged at INFO level (logger schedx.nn)."""
+    _swap(model, Int8WeightOnlyLinear.from_linear, module_filter_fn, Int8WeightOnlyLinear.unsupported)
+    return model
 
 
 # ------------------------------------------------------------------ float8 training
 
+class Scaling(str, enum.Enum):
+    """Float8LinearConfig.scaling; each member equals its string."""
+    CURRENT = "current"
+    DELAYED = "delayed"
+
+
 @dataclasses.dataclass(frozen=True)
 class Float8LinearConfig:
-    """scaling: "current" (each cast's scale from the tensor's own max|x|, taken by
-    torch.ops.schedx.abs_max, computed on the device) or "delayed" (the scale from the
-    largest amax of the last amax_history_len calls; this call's amax is fused into the
-    cast). grad_dtype: the fp8 format of grad_output (e5m2 as torchao's default, or
-    e4m3fn). round_scales_to_power_of_2: scale = 2^floor(log2(scale)), as torchao's option."""
-    scaling: str = "current"
+    """scaling: Scaling.CURRENT (each cast's scale from the tensor's own max|x|, computed on
+    the device by the current-scaling cast) or Scaling.DELAYED (the scale from the largest
+    amax of the last amax_history_len calls; this call's amax is fused into the cast).
+    grad_dtype: the fp8 format of grad_output (e5m2 as torchao's default, or e4m3fn).
+    round_scales_to_power_of_2: scale = 2^floor(log2(scale)), as torchao's option."""
+    scaling: Scaling = Scaling.CURRENT
     forward_dtype: torch.dtype = torch.float8_e4m3fn
     grad_dtype: torch.dtype = torch.float8_e5m2
     round_scales_to_power_of_2: bool = False
     amax_history_len: int = 16
 
     def __post_init__(self):
-        if self.scaling not in ("current", "delayed"):
-            raise ValueError(f"scaling must be 'current' or 'delayed', got {self.scaling!r}")
+        try:
+            object.__setattr__(self, "scaling", Scaling(self.scaling))
+        except ValueError:
+            raise ValueError(f"scaling must be 'current' or 'delayed', got {self.scaling!r}") from None
         for d in (self.forward_dtype, self.grad_dtype):
             if d not in (torch.float8_e4m3fn, torch.float8_e5m2):
                 raise ValueError(f"fp8 dtypes must be float8_e4m3fn or float8_e5m2, got {d}")
@@ -188,7 +248,7 @@ class Float8Linear(torch.nn.Linear):
         super().__init__(*args, **kwargs)
         self.config = config
         self.delayed = (_DelayedState(config.amax_history_len, self.weight.device)
-                        if config.scaling == "delayed" else None)
+                        if config.scaling == Scaling.DELAYED else None)
 
     @classmethod
     def from_float(cls, linear: torch.nn.Linear, config: Float8LinearConfig = Float8LinearConfig()):
@@ -206,12 +266,14 @@ class Float8Linear(torch.nn.Linear):
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def extra_repr(self):
-        return f"{super().extra_repr()}, scaling={self.config.scaling}"
+        return f"{super().extra_repr()}, scaling={self.config.scaling.value}"
 
 
 def convert_to_float8_training(model: torch.nn.Module, config: Float8LinearConfig = Float8LinearConfig(),
                                module_filter_fn: Optional[Callable[[torch.nn.Module, str], bool]] = None):
     """Replaces every torch.nn.Linear of `model` (for which module_filter_fn(module, fqn)
     holds, when given) by a Float8Linear sharing its parameters, in place; returns the
-    model. torchao's convert_to_float8_training does the same for its Float8Linear."""
-    return _swap(model, lambda lin: Float8Linear.from_float(lin, config), module_filter_fn)
+    model (all or nothing; the fqns replaced are logged at INFO level). torchao's
+    convert_to_float8_training does the same for its Float8Linear."""
+    _swap(model, lambda lin: Float8Linear.from_float(lin, config), module_filter_fn)
+    return model

@@ -24,18 +24,29 @@ as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
 
 rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
 [K, M] row-major buffer, transposed); amax, scale and scale_inv are one-element float32.
+docs/pytorch.md's convention table says the same for every op.
+
+Every tensor of a call must be on x's device (the fake implementations check it too, so
+a meta tensor beside real ones raises instead of returning uninitialised outputs).
+w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
+frozen); the other ops have no derivative and raise when an input requires grad in a
+grad-enabled region. Both are Python Autograd kernels: outside torch.inference_mode()
+an eager call pays their host time (docs/pytorch.md).
 """
 
+import itertools
 import os
 
 import torch
 
 from . import _capi
 from ._capi import SchedxError, Status
+from .quantize import MxScaleMode, Recipe
 
 _X_CODES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16, torch.float32: _capi.FP32}
 _SCALE_CODES = {torch.bfloat16: _capi.BF16, torch.float32: _capi.FP32}
-_FP8_CODES = {torch.float8_e4m3fn: _capi.FP8_FORMATS["e4m3fn"], torch.float8_e5m2: _capi.FP8_FORMATS["e5m2"]}
+_FP8_CODES = {torch.float8_e4m3fn: _capi.FP8_FORMATS[_capi.Fp8Format.E4M3FN],
+              torch.float8_e5m2: _capi.FP8_FORMATS[_capi.Fp8Format.E5M2]}
 # The raw-pointer getter Inductor's generated code uses: no Stream object per call.
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
@@ -51,7 +62,8 @@ _lib.define("abs_max(Tensor x) -> Tensor")
 _lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
 _lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
 _lib.define("quantize_fp8(Tensor x, str recipe, ScalarType dtype, bool pow2_scales=True, float epsilon=0.0, "
-            "str mx_mode=\"rceil\") -> (Tensor rows, Tensor rows_scale, Tensor cols, Tensor cols_scale)")
+            f"str mx_mode=\"{MxScaleMode.RCEIL.value}\") -> "
+            "(Tensor rows, Tensor rows_scale, Tensor cols, Tensor cols_scale)")
 
 
 _lib_handle = _capi.lib
@@ -65,7 +77,20 @@ def _device_args(t):
     """(schedx device, stream) of a call on tensor t."""
     if t.is_cuda:
         return _capi.DEVICE_CUDA, _current_stream(t.get_device())
+    if t.device.type != "cpu":
+        _fail(Status.ERR_BAD_DEVICE, f"x is on device {t.device}; schedx runs on cpu and cuda tensors")
     return _capi.DEVICE_CPU, None
+
+
+def _same_device(x, *named):
+    """Each (tensor or None, name) of `named` is on x's device, as torch's own ops require
+    (their words). The fake implementations check it too: they are also the Meta kernels,
+    which serve any call with a meta tensor among its arguments."""
+    device = x.device
+    for t, name in named:
+        if t is not None and t.device != device:
+            _fail(Status.ERR_POINTER_DEVICE, f"{name}: Tensor on device {t.device} is not on the expected device "
+                  f"{device}!")
 
 
 def _matrix(t, name):
@@ -96,11 +121,14 @@ def _output_ld(t, name, m, k, dtype):
 
 
 def _scalar_f32(t, name):
-    if t.dtype != torch.float32 or t.numel() != 1:
-        _fail(Status.ERR_BAD_SIZE, f"{name} must be a one-element float32 tensor, got {t.dtype} {tuple(t.shape)}")
+    if t.dtype != torch.float32:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"{name} must be a one-element float32 tensor, got {t.dtype}")
+    if t.numel() != 1:
+        _fail(Status.ERR_BAD_SIZE, f"{name} must be a one-element float32 tensor, got shape {tuple(t.shape)}")
 
 
 def _cast_into(x, scale, rows, cols, amax, scale_inv):
+    _same_device(x, (scale, "scale"), (rows, "rows"), (cols, "cols"), (amax, "amax"), (scale_inv, "scale_inv"))
     fp8 = rows.dtype if rows is not None else (cols.dtype if cols is not None else None)
     fmt = _FP8_CODES.get(fp8)
     if fmt is None:
@@ -204,25 +232,40 @@ def abs_max(x):
     return amax
 
 
+def _check_w8_args(x, w, scales, bias):
+    """What the C ABI cannot see of a w8_linear call: devices, dtypes and shapes (a wrong
+    dtype is ERR_UNSUPPORTED_DTYPE, a wrong shape ERR_BAD_SIZE, as in the C++ kernels)."""
+    _same_device(x, (w, "w"), (scales, "scales"), (bias, "bias"))
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16 or fp16, got {x.dtype}")
+    if x.dim() < 1:
+        _fail(Status.ERR_BAD_SIZE, "x must be [..., K], got a 0-d tensor")
+    k = x.shape[-1]
+    if w.dtype != torch.int8:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"w must be int8 [N, {k}], got {w.dtype}")
+    if w.dim() != 2 or w.shape[1] != k:
+        _fail(Status.ERR_BAD_SIZE, f"w must be int8 [N, {k}], got shape {tuple(w.shape)}")
+    n = w.shape[0]
+    if scales.dtype not in _SCALE_CODES:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"scales must be bf16 or fp32 [{n}], got {scales.dtype}")
+    if tuple(scales.shape) != (n,):
+        _fail(Status.ERR_BAD_SIZE, f"scales must be bf16 or fp32 [{n}], got shape {tuple(scales.shape)}")
+    if bias is not None and bias.dtype != scales.dtype:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"bias must be [{n}] of scales' dtype {scales.dtype}, got {bias.dtype}")
+    if bias is not None and tuple(bias.shape) != (n,):
+        _fail(Status.ERR_BAD_SIZE, f"bias must be [{n}] of scales' dtype, got shape {tuple(bias.shape)}")
+
+
 def _w8_into(x, w, scales, bias, y):
     """y [..., N] = x [..., K] @ w.T * scales (+ bias), y and x of one leading shape."""
-    k = x.shape[-1]
-    n = w.shape[0]
-    x_code = _X_CODES.get(x.dtype)
-    if x_code is None or x_code == _capi.FP32:
-        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16 or fp16, got {x.dtype}")
-    if w.dtype != torch.int8 or w.dim() != 2 or w.shape[1] != k:
-        _fail(Status.ERR_BAD_SIZE, f"w must be int8 [N, {k}], got {w.dtype} {tuple(w.shape)}")
-    s_code = _SCALE_CODES.get(scales.dtype)
-    if s_code is None or tuple(scales.shape) != (n,):
-        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"scales must be bf16 or fp32 [{n}], got {scales.dtype} "
-              f"{tuple(scales.shape)}")
-    if bias is not None and (bias.dtype != scales.dtype or tuple(bias.shape) != (n,)):
-        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"bias must be [{n}] of scales' dtype {scales.dtype}, got "
-              f"{bias.dtype} {tuple(bias.shape)}")
-    if y.dtype != x.dtype or tuple(y.shape) != tuple(x.shape[:-1]) + (n,):
-        _fail(Status.ERR_BAD_SIZE, f"out must be {x.dtype} {tuple(x.shape[:-1]) + (n,)}, got {y.dtype} "
-              f"{tuple(y.shape)}")
+    _check_w8_args(x, w, scales, bias)
+    _same_device(x, (y, "out"))
+    k, n, x_code = x.shape[-1], w.shape[0], _X_CODES[x.dtype]
+    if y.dtype != x.dtype:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"out must have x's dtype {x.dtype}, got {y.dtype}")
+    if tuple(y.shape) != tuple(x.shape[:-1]) + (n,):
+        _fail(Status.ERR_BAD_SIZE, f"out must have shape {tuple(x.shape[:-1]) + (n,)}, got {tuple(y.shape)}")
+    s_code = _SCALE_CODES[scales.dtype]
     x2, m, _, ldx = _matrix(x if x.dim() == 2 else x.reshape(-1, k), "x")
     w, _, _, ldw = _matrix(w, "w")
     if m == 0 or n == 0:
@@ -241,22 +284,25 @@ def _w8_into(x, w, scales, bias, y):
 
 
 def w8_linear(x, w, scales, bias=None):
-    n = w.shape[0]
-    y = x.new_empty(x.shape[:-1] + (n,))
-    # The common case checks only what the C ABI cannot see (K of w, the vectors' length
-    # and dtypes): each Python step here is host time on every decode step.
+    # The common case checks only what the C ABI cannot see (devices, K of w, the vectors'
+    # length and dtypes): each Python step here is host time on every decode step.
     xs, ws = x.stride(), w.stride()
-    if (x.dim() == 2 and xs[1] == 1 and ws[1] == 1 and w.dtype == torch.int8 and w.shape[1] == x.shape[1] and
-            scales.shape == (n,) and scales.stride() == (1,) and bias is None and n > 0 and x.shape[0] > 0):
+    n = w.shape[0] if w.dim() == 2 else -1
+    if (x.dim() == 2 and n > 0 and xs[1] == 1 and ws[1] == 1 and w.dtype == torch.int8 and w.shape[1] == x.shape[1]
+            and scales.shape == (n,) and scales.stride() == (1,) and bias is None and x.shape[0] > 0 and
+            x.device == w.device == scales.device):
         x_code, s_code = _X_CODES.get(x.dtype), _SCALE_CODES.get(scales.dtype)
         if x_code is not None and x_code != _capi.FP32 and s_code is not None:
             m, k = x.shape
+            y = x.new_empty((m, n))
             cuda = x.is_cuda
             _capi.check(_lib_handle().schedx_w8_linear(
                 x.data_ptr(), m, k, xs[0] if m > 1 else k, x_code, w.data_ptr(), n, ws[0] if n > 1 else k,
                 scales.data_ptr(), s_code, None, y.data_ptr(), n, int(cuda),
                 _current_stream(x.get_device()) if cuda else None))
             return y
+    _check_w8_args(x, w, scales, bias)
+    y = x.new_empty(x.shape[:-1] + (w.shape[0],))
     _w8_into(x, w, scales, bias, y)
     return y
 
@@ -268,10 +314,10 @@ def w8_linear_out(x, w, scales, bias, *, out):
 def _fp8_name(dtype):
     if dtype not in _FP8_CODES:
         _fail(Status.ERR_UNSUPPORTED_FORMAT, f"dtype must be float8_e4m3fn or float8_e5m2, got {dtype}")
-    return "e4m3fn" if dtype == torch.float8_e4m3fn else "e5m2"
+    return _capi.Fp8Format.E4M3FN if dtype == torch.float8_e4m3fn else _capi.Fp8Format.E5M2
 
 
-def quantize_fp8(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil"):
+def quantize_fp8(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode=MxScaleMode.RCEIL):
     from . import quantize
     return quantize.quantize_fp8(x, recipe, _fp8_name(dtype), True, True, pow2_scales, epsilon, mx_mode)
 
@@ -287,13 +333,13 @@ def quantize_scale_shape(recipe, m, k, columnwise):
 
     if columnwise:
         m, k = k, m  # cols quantizes x transposed: its rows run along the original M
-    if recipe == "block1x128":
+    if recipe == Recipe.BLOCK_1X128:
         return ceil(k, 128), pad4(m)
-    if recipe == "block128x128":
+    if recipe == Recipe.BLOCK_128X128:
         return ceil(m, 128), pad4(ceil(k, 128))
-    if recipe == "mxfp8":
+    if recipe == Recipe.MXFP8:
         return m, ceil(k, 32)
-    if recipe == "axiswise":
+    if recipe == Recipe.AXISWISE:
         return (1, m) if columnwise else (m, 1)
     _fail(Status.ERR_UNSUPPORTED_FORMAT, f"unknown recipe {recipe!r}")
 
@@ -330,18 +376,21 @@ if kernels == "python":
 
 @torch.library.register_fake("schedx::cast_transpose_fp8")
 def _(x, scale, dtype):
+    _same_device(x, (scale, "scale"))
     _check_cast_args(x, dtype)
     return _cast_outputs(x, dtype, False)
 
 
 @torch.library.register_fake("schedx::cast_transpose_fp8_amax")
 def _(x, scale, dtype):
+    _same_device(x, (scale, "scale"))
     _check_cast_args(x, dtype)
     return _cast_outputs(x, dtype, True)
 
 
 @torch.library.register_fake("schedx::cast_transpose_fp8_out")
 def _(x, scale, *, rows, cols, amax=None, scale_inv=None):
+    _same_device(x, (scale, "scale"), (rows, "rows"), (cols, "cols"), (amax, "amax"), (scale_inv, "scale_inv"))
     return None
 
 
@@ -359,20 +408,96 @@ def _(x):
 
 @torch.library.register_fake("schedx::w8_linear")
 def _(x, w, scales, bias=None):
+    _same_device(x, (w, "w"), (scales, "scales"), (bias, "bias"))
     return x.new_empty(x.shape[:-1] + (w.shape[0],))
 
 
 @torch.library.register_fake("schedx::w8_linear_out")
 def _(x, w, scales, bias, *, out):
+    _same_device(x, (w, "w"), (scales, "scales"), (bias, "bias"), (out, "out"))
     return None
 
 
 @torch.library.register_fake("schedx::quantize_fp8")
-def _(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil"):
+def _(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode=MxScaleMode.RCEIL):
     _fp8_name(dtype)
     if x.dim() != 2:
         _fail(Status.ERR_BAD_SIZE, f"x must be 2-D, got shape {tuple(x.shape)}")
     m, k = x.shape
-    scale_dtype = torch.uint8 if recipe == "mxfp8" else torch.float32
+    scale_dtype = torch.uint8 if recipe == Recipe.MXFP8 else torch.float32
     return (x.new_empty((m, k), dtype=dtype), x.new_empty(quantize_scale_shape(recipe, m, k, False), dtype=scale_dtype),
             x.new_empty((k, m), dtype=dtype), x.new_empty(quantize_scale_shape(recipe, m, k, True), dtype=scale_dtype))
+
+
+# ------------------------------------------------------------------ autograd
+# Python Autograd kernels (the stable ABI has no redispatch below autograd): every eager
+# call outside torch.inference_mode() runs one; docs/pytorch.md gives its host time.
+_after_autograd = torch._C._after_autograd_keyset
+
+
+def _redispatch(op, keyset, args, kwargs):
+    with torch._C._AutoDispatchBelowAutograd():
+        return op.redispatch(keyset & _after_autograd, *args, **kwargs)
+
+
+def _requires_grad(args, kwargs):
+    return torch.is_grad_enabled() and (torch._C._any_requires_grad(*args) or
+                                        bool(kwargs) and torch._C._any_requires_grad(*kwargs.values()))
+
+
+def _refuse_grad(name):
+    """The Autograd kernel of an op with no derivative: an input that requires grad in a
+    grad-enabled region raises here, instead of torch's fallback warning at backward and
+    leaving its .grad None."""
+    op = getattr(torch.ops.schedx, name).default
+    arg_names = [a.name for a in op._schema.arguments]
+
+    def kernel(keyset, *args, **kwargs):
+        if _requires_grad(args, kwargs):
+            arg = next(n for n, v in itertools.chain(zip(arg_names, args), kwargs.items())
+                       if isinstance(v, torch.Tensor) and v.requires_grad)
+            raise RuntimeError(f"schedx::{name} has no derivative, and {arg} requires grad: call it under "
+                               f"torch.no_grad() or pass {arg}.detach()")
+        return _redispatch(op, keyset, args, kwargs)
+
+    _lib.impl(name, kernel, "Autograd", with_keyset=True)
+
+
+for _name in ("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out",
+              "cast_transpose_fp8_current_scaling", "abs_max", "quantize_fp8", "w8_linear_out"):
+    _refuse_grad(_name)
+
+
+class _W8LinearFunction(torch.autograd.Function):
+    """y = w8_linear(x, w, scales, bias) with gradients for x and bias: the derivative of
+    F.linear(x, w.to(x.dtype)) * scales + bias, composed of torch ops (w and scales are
+    frozen: int8 has no gradient, and the scales are quantization constants)."""
+
+    @staticmethod
+    def forward(ctx, keyset, x, w, scales, bias):
+        ctx.save_for_backward(w, scales)
+        ctx.x_dtype = x.dtype
+        return _redispatch(torch.ops.schedx.w8_linear.default, keyset, (x, w, scales, bias), {})
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        w, scales = ctx.saved_tensors
+        _, needs_x, _, _, needs_bias = ctx.needs_input_grad
+        # In the reference's order and dtypes: (grad_y * scales) rounded to x's dtype, then
+        # the matmul in that dtype.
+        grad_x = (grad_y * scales).to(ctx.x_dtype) @ w.to(ctx.x_dtype) if needs_x else None
+        grad_bias = (grad_y.reshape(-1, grad_y.shape[-1]).sum(0, dtype=torch.float32).to(scales.dtype)
+                     if needs_bias else None)
+        return None, grad_x, None, None, grad_bias
+
+
+def _w8_linear_autograd(keyset, x, w, scales, bias=None):
+    if _requires_grad((x, w, scales, bias), {}):
+        if scales.requires_grad:
+            raise RuntimeError("schedx::w8_linear has no derivative for scales (frozen quantization constants), "
+                               "and scales requires grad: pass scales.detach()")
+        return _W8LinearFunction.apply(keyset, x, w, scales, bias)
+    return _redispatch(torch.ops.schedx.w8_linear.default, keyset, (x, w, scales, bias), {})
+
+
+_lib.impl("w8_linear", _w8_linear_autograd, "Autograd", with_keyset=True)

@@ -5,13 +5,31 @@ over the C ABI through _capi's loader.
 """
 
 import ctypes
+import enum
 import sys
 
 from . import _capi
 from ._capi import SchedxError, Status
 
-RECIPES = {"block1x128": 0, "block128x128": 1, "mxfp8": 2, "axiswise": 3}
-MX_MODES = {"floor": 0, "rceil": 1}
+
+class Recipe(str, enum.Enum):
+    """The recipe names quantize_fp8 and torch.ops.schedx.quantize_fp8 take; each member
+    equals its string, so either may be passed."""
+    BLOCK_1X128 = "block1x128"
+    BLOCK_128X128 = "block128x128"
+    MXFP8 = "mxfp8"
+    AXISWISE = "axiswise"
+
+
+class MxScaleMode(str, enum.Enum):
+    """MXFP8's scale rounding (mx_mode): OCP's FLOOR, or RCEIL (round the scale up)."""
+    FLOOR = "floor"
+    RCEIL = "rceil"
+
+
+# schedx.h's enum values.
+RECIPES = {Recipe.BLOCK_1X128: 0, Recipe.BLOCK_128X128: 1, Recipe.MXFP8: 2, Recipe.AXISWISE: 3}
+MX_MODES = {MxScaleMode.FLOOR: 0, MxScaleMode.RCEIL: 1}
 
 
 class QuantizeOptions(ctypes.Structure):
@@ -45,16 +63,15 @@ def _lib():
 def scale_shape(recipe, m, k, columnwise):
     """The shape of the scale array schedx_quantize_fp8 writes for rows (columnwise=False)
     or cols (columnwise=True) of an [m, k] input."""
-    if recipe not in RECIPES:
-        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
+    recipe = _capi.choice(Recipe, recipe, "recipe")
     r, c = _i64(), _i64()
     _capi.check(_lib().schedx_quantize_fp8_scale_shape(RECIPES[recipe], m, k, int(bool(columnwise)), ctypes.byref(r),
                                                        ctypes.byref(c)))
     return r.value, c.value
 
 
-def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow2_scales=True, epsilon=0.0,
-                 mx_mode="rceil"):
+def quantize_fp8(x, recipe=Recipe.BLOCK_1X128, fmt=_capi.Fp8Format.E4M3FN, rows=True, cols=True, pow2_scales=True,
+                 epsilon=0.0, mx_mode=MxScaleMode.RCEIL):
     """Quantizes a 2-D x (bf16, fp16 or fp32; torch tensor or numpy array, row-major with
     any row stride) to fp8 with per-block scales.
 
@@ -69,18 +86,15 @@ def quantize_fp8(x, recipe="block1x128", fmt="e4m3fn", rows=True, cols=True, pow
     or float32 scales (axiswise: [M, 1] and [1, K], not inverted, as torchao keeps them),
     shaped by scale_shape(). An orientation not asked for is None in both places.
     """
-    if recipe not in RECIPES:
-        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"recipe must be one of {sorted(RECIPES)}, got {recipe!r}")
-    if fmt not in _capi.FP8_FORMATS:
-        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"fmt must be one of {sorted(_capi.FP8_FORMATS)}, got {fmt!r}")
-    if mx_mode not in MX_MODES:
-        raise SchedxError(Status.ERR_UNSUPPORTED_FORMAT, f"mx_mode must be one of {sorted(MX_MODES)}, got {mx_mode!r}")
+    recipe = _capi.choice(Recipe, recipe, "recipe")
+    fmt = _capi.choice(_capi.Fp8Format, fmt, "fmt")
+    mx_mode = _capi.choice(MxScaleMode, mx_mode, "mx_mode")
     if not rows and not cols:
         raise SchedxError(Status.ERR_NULL_POINTER, "rows and cols are both False: nothing to compute")
     x, ptr, m, k, ldx, x_code, device, stream, empty = _placed(x)
     if x_code == _capi.INT8:
         raise SchedxError(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16, fp16 or fp32, got {x.dtype}")
-    fp8, scale_dtype = "float8_" + fmt, "uint8" if recipe == "mxfp8" else "float32"
+    fp8, scale_dtype = "float8_" + fmt.value, "uint8" if recipe == Recipe.MXFP8 else "float32"
     out_rows = empty((m, k), fp8) if rows else None
     out_cols = empty((k, m), fp8) if cols else None
     rs = empty(scale_shape(recipe, m, k, False), scale_dtype) if rows else None

@@ -1,5 +1,6 @@
 """Checks that the docs say what the tree holds. Fails unless:
 - README.md quotes each README example file whole, as one fenced code block (what CI runs);
+- README.md has at most README_LINES lines, and a glossary line for each term of JARGON it uses;
 - every relative link in README.md and docs/*.md names an existing file;
 - bench/results/README.md names every file under bench/results/, and names only those.
 Usage: check_docs.py REPOSITORY_ROOT EXAMPLE..."""
@@ -9,6 +10,12 @@ import sys
 
 root, examples = sys.argv[1], sys.argv[2:]
 failures = []
+README_LINES = 150  # a user's guide; design reasoning goes to docs/
+# Terms a new user would have to look up; README.md's "## Glossary" defines each it uses in
+# bold: "- **term, ...**: ...".
+JARGON = ["amax", "axiswise", "tensorwise", "MXFP8", "E8M0", "RCEIL", "e4m3fn", "e5m2", "TE", "torchao", "gpt-fast",
+          "GEMV", "split-K", "int8 planes", "cuBLAS", "dequantize", "do_bench", "dirty L2", "ceiling",
+          "fake implementation", "stable ABI", "reduce-overhead", "libFuzzer"]
 
 
 def read(path):
@@ -21,6 +28,17 @@ blocks = re.findall(r"^```[a-z]*\n(.*?)^```$", readme, flags=re.S | re.M)
 for path in examples:
     if read(path) not in blocks:
         failures.append(f"README.md has no code block equal to {path}")
+
+lines = readme.count("\n")
+if lines > README_LINES:
+    failures.append(f"README.md has {lines} lines, more than {README_LINES}")
+glossary = readme.partition("\n## Glossary\n")[2].partition("\n## ")[0]
+defined = " ".join(re.findall(r"\*\*(.+?)\*\*", glossary))
+body = readme.replace(glossary, "")
+for term in JARGON:
+    if re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", body) and not re.search(
+            rf"(?<![\w-]){re.escape(term)}(?![\w-])", defined):
+        failures.append(f"README.md uses {term!r} but its glossary does not define it")
 
 # Inline links "](target)" and reference definitions "[name]: target".
 link = re.compile(r"\]\(([^)\s]+)\)|^\[[^\]]+\]:\s*(\S+)", re.M)

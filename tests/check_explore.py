@@ -102,12 +102,24 @@ def check_configs(explore, tmp):
     assert bad.returncode != 0 and "no selected operator has the configuration fp8" in bad.stderr, bad
 
 
+def check_help_and_empty_selection(explore, tmp):
+    """--help says how each operator writes its shapes; --variants naming no variant fails."""
+    usage = subprocess.run([explore, "--help"], capture_output=True, text=True, check=True).stdout
+    assert "w8_linear MxNxK" in usage and "cast_transpose MxK" in usage, usage
+    bad = subprocess.run([explore, "--device", "cpu", "--op", "w8_linear", "--shapes", "1x64x64", "--variants",
+                          "nonexistent", "--db", str(Path(tmp) / "none.jsonl")], capture_output=True, text=True)
+    assert bad.returncode != 0, bad
+    assert "--variants: no cpu variant of w8_linear has 'nonexistent' in its name" in bad.stderr, bad.stderr
+    assert not (Path(tmp) / "none.jsonl").exists()
+
+
 def main(explore):
     with tempfile.TemporaryDirectory() as tmp:
         for op, (shapes, argument_sets) in RUNS.items():
             check_run(explore, tmp, op, shapes, argument_sets)
         check_dirty_cache(explore, tmp)
         check_configs(explore, tmp)
+        check_help_and_empty_selection(explore, tmp)
     listing = subprocess.run([explore, "--list"], capture_output=True, text=True, check=True).stdout
     assert "cast_transpose_bf16_cpu " in listing and "w8_linear_bf16_sbf16_cpu " in listing, listing
     check_cap_override(explore, listing)

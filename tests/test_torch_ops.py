@@ -503,6 +503,22 @@ class RegistrationTest(unittest.TestCase):
                              "cols": torch.empty(64, 48, dtype=torch.float8_e4m3fn, device=device).t()},
                             test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
 
+    def test_convention_table_is_the_code(self):
+        doc_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "pytorch.md")
+        with open(doc_path, encoding="utf-8") as f:
+            rows = {r.split("|")[1].strip(): r for r in f.read().splitlines() if r.startswith("| ")}
+        documented = re.findall(r"`([a-z0-9_]+\(.*?\) -> .*?)`(?:;|\s*\|)", rows["schemas"])
+        registered = [str(getattr(ops, n).default._schema).removeprefix("schedx::")
+                      for n in ("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out",
+                                "cast_transpose_fp8_current_scaling", "abs_max", "w8_linear", "w8_linear_out",
+                                "quantize_fp8")]
+        self.assertEqual(documented, registered)
+        for enum_cls in (schedx.Recipe, schedx.MxScaleMode, snn.Scaling):
+            listed = re.search(rf"`schedx\.(?:nn\.)?{enum_cls.__name__}`: ((?:`\w+`(?:, )?)+)", rows["recipe names"])
+            self.assertEqual(re.findall(r"`(\w+)`", listed.group(1)), [m.value for m in enum_cls])
+        self.assertEqual(re.findall(r"`(\w+)`", rows["fp8 format"].split("schedx.Fp8Format")[1]),
+                         [m.value for m in schedx.Fp8Format])
+
     def test_compile_fullgraph_equals_eager(self):
         def f(x, s, w, sc):
             rows, cols, amax, inv = ops.cast_transpose_fp8_amax(x * 2, s, torch.float8_e4m3fn)

@@ -177,6 +177,27 @@ private:
     size_t appended_ = 0;
 };
 
+// Each --variants part names at least one variant of a selected operator on this device: a
+// part that names none would time nothing and look like a run that found nothing to do.
+void check_variant_parts(const std::vector<std::string> &parts, const std::vector<const OpDriver *> &selected,
+                         const std::string &device) {
+    std::string ops;
+    for (const OpDriver *d : selected) ops += (ops.empty() ? "" : ", ") + d->op;
+    for (const std::string &part : parts) {
+        bool named = false;
+        for (int i = 0; i < schedx_variant_count() && !named; i++) {
+            schedx_variant_info v;
+            throw_if_failed(schedx_get_variant(i, &v));
+            named = device == v.device && std::string(v.name).find(part) != std::string::npos &&
+                    std::any_of(selected.begin(), selected.end(), [&](const OpDriver *d) { return d->op == v.op; });
+        }
+        if (!named) {
+            throw std::runtime_error("--variants: no " + device + " variant of " + ops + " has '" + part +
+                                     "' in its name (--list prints them)");
+        }
+    }
+}
+
 int run(const Options &o) {
     if (o.list) {
         print_registry();
@@ -226,6 +247,7 @@ int run(const Options &o) {
         if (eq == std::string::npos) throw CLI::ValidationError("--force-op", "expected OP=VARIANT, got " + f);
         throw_if_failed(schedx_force_variant(f.substr(0, eq).c_str(), f.substr(eq + 1).c_str()));
     }
+    check_variant_parts(o.variants, selected, b->device() == SCHEDX_DEVICE_CUDA ? "cuda" : "cpu");
     Explorer explorer(*b, timing, run_ceiling, o.variants);
     std::vector<Row> all_rows;
     for (const OpDriver *d : selected) {
@@ -263,7 +285,11 @@ int main(int argc, char **argv) {
     for (const explore::OpDriver *d : explore::drivers()) ops.push_back(d->op);
     auto *op = app.add_option("--op", o.op, "operator to explore")->check(CLI::IsMember(ops));
     app.add_flag("--all", o.all, "every operator, default shapes")->excludes(op);
-    app.add_option("--shapes", o.shapes, "shapes, e.g. 4096x4096,8192x8192 (default: per operator and device)")
+    std::string shape_forms;
+    for (const explore::OpDriver *d : explore::drivers()) shape_forms += "; " + d->op + " " + d->shape_dims;
+    app.add_option("--shapes", o.shapes,
+                   "shapes, e.g. 4096x4096,8192x8192, written per operator (" + shape_forms.substr(2) +
+                       ", e.g. w8_linear 4x4096x4096); default: per operator and device")
         ->delimiter(',');
     app.add_flag("--ragged", o.ragged,
                  "the ragged shape set (sizes off the tiles and steps, each beside an aligned neighbour) instead of "

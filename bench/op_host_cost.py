@@ -74,10 +74,16 @@ def main():
     c_args = (x.data_ptr(), 1, nk, nk, _capi.BF16, w.data_ptr(), nk, nk, s.data_ptr(), _capi.BF16, None,
               y.data_ptr(), nk, c_device, stream)
     op = torch.ops.schedx.w8_linear
+    # Inference tensors carry no autograd dispatch key: the call skips the ops' Python
+    # Autograd kernel, as every call does under torch.inference_mode().
+    with torch.inference_mode():
+        x_inf, w_inf, s_inf = x.clone(), w.clone(), s.clone()
     rows = alternated(f"w8_linear M=1 N=K={nk}", [
         ("eager F.linear on bf16 W", lambda: F.linear(x, wd)),
         (f"torch.ops.schedx.w8_linear, {kernel}", lambda: op(x, w, s)),
         (f"torch.ops.schedx.w8_linear.default, {kernel}", lambda: op.default(x, w, s)),
+        (f"torch.ops.schedx.w8_linear on inference tensors (no Autograd kernel), {kernel}",
+         lambda: op(x_inf, w_inf, s_inf)),
         (f"torch.ops.schedx.w8_linear_out, {kernel}", lambda: torch.ops.schedx.w8_linear_out(x, w, s, None, out=y)),
         ("the same schema with the Python kernel (schedx_bench)", lambda: torch.ops.schedx_bench.w8_linear_py(x, w, s)),
         ("schedx.w8_linear (Python API over the op)", lambda: schedx.w8_linear(x, w, s)),
@@ -98,6 +104,8 @@ def main():
     xc = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     sc = torch.full((1,), 2.0, device=dev)
     fp8 = torch.float8_e4m3fn
+    with torch.inference_mode():
+        xc_inf, sc_inf = xc.clone(), sc.clone()
     r_out, c_out = torch.empty(m, k, device=dev, dtype=fp8), torch.empty(k, m, device=dev, dtype=fp8)
     cc_args = (xc.data_ptr(), m, k, k, _capi.BF16, sc.data_ptr(), 0, r_out.data_ptr(), k, c_out.data_ptr(), m,
                None, None, c_device, stream)
@@ -109,6 +117,8 @@ def main():
     rows += alternated(f"cast_transpose {m}x{k}", [
         ("eager PyTorch (cast, then transpose copy)", eager_cast),
         (f"torch.ops.schedx.cast_transpose_fp8, {kernel}", lambda: torch.ops.schedx.cast_transpose_fp8(xc, sc, fp8)),
+        (f"torch.ops.schedx.cast_transpose_fp8 on inference tensors (no Autograd kernel), {kernel}",
+         lambda: torch.ops.schedx.cast_transpose_fp8(xc_inf, sc_inf, fp8)),
         ("the same schema with the Python kernel (schedx_bench)",
          lambda: torch.ops.schedx_bench.cast_transpose_fp8_py(xc, sc, fp8)),
         (f"torch.ops.schedx.cast_transpose_fp8_amax, {kernel}",

@@ -31,7 +31,8 @@ a meta tensor beside real ones raises instead of returning uninitialised outputs
 w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
 frozen); the other ops have no derivative and raise when an input requires grad in a
 grad-enabled region. Both are Python Autograd kernels: outside torch.inference_mode()
-an eager call pays their host time (docs/pytorch.md).
+every call through the dispatcher (eager, or torch.compile's code) pays their host time
+(docs/pytorch.md); CUDA graph replays do not.
 """
 
 import itertools
@@ -430,8 +431,8 @@ def _(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode=MxScaleMode.RCEIL
 
 
 # ------------------------------------------------------------------ autograd
-# Python Autograd kernels (the stable ABI has no redispatch below autograd): every eager
-# call outside torch.inference_mode() runs one; docs/pytorch.md gives its host time.
+# Python Autograd kernels (the stable ABI has no redispatch below autograd): every call
+# outside torch.inference_mode() runs one; docs/pytorch.md gives its host time.
 _after_autograd = torch._C._after_autograd_keyset
 
 

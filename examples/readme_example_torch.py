@@ -1,14 +1,22 @@
 import torch
-import schedx.nn  # registers torch.ops.schedx
+import torch.nn.functional as F
+import schedx.inductor
 
-x = torch.randn(32, 256, dtype=torch.bfloat16)  # CUDA tensors run the CUDA kernels
-scale = torch.tensor([2.0])
-rows, cols = torch.ops.schedx.cast_transpose_fp8(x, scale, torch.float8_e4m3fn)
-f = (x.float() * 2).to(torch.float8_e4m3fn)
-assert torch.equal(rows.view(torch.uint8), f.view(torch.uint8))
-assert cols.stride() == f.t().contiguous().t().stride()
+schedx.inductor.enable()  # every later torch.compile rewrites these patterns into schedx's kernels
 
-model = torch.nn.Sequential(torch.nn.Linear(256, 512, dtype=torch.bfloat16), torch.nn.SiLU())
-schedx.nn.convert_to_int8_weight_only(model)  # every nn.Linear -> Int8WeightOnlyLinear
-y = torch.compile(model, fullgraph=True)(x)  # the op traces with no graph break
-assert y.shape == (32, 512)
+
+def cast_fp8(x, s):  # PyTorch issue 130015's pattern, as its users write it
+    f = (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return f, f.t().contiguous().t()
+
+
+def int8_linear(x, weight, scales):  # gpt-fast's weight-only int8 linear, as its users write it
+    return F.linear(x, weight.to(x.dtype)) * scales
+
+
+x, s = torch.randn(32, 256, dtype=torch.bfloat16), torch.tensor([2.0])  # CUDA tensors run CUDA kernels
+f, f_t = torch.compile(cast_fp8)(x, s)
+assert torch.equal(f_t.view(torch.uint8), cast_fp8(x, s)[1].view(torch.uint8))  # bit for bit
+w, scales = torch.randint(-128, 128, (512, 256), dtype=torch.int8), torch.rand(512, dtype=torch.bfloat16)
+y = torch.compile(int8_linear)(x, w, scales)
+print(schedx.inductor.last_report().rewrites)  # [Rewrite(pattern=<Pattern.W8_LINEAR: ...>, ...)]

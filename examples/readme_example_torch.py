@@ -19,4 +19,4 @@ f, f_t = torch.compile(cast_fp8)(x, s)
 assert torch.equal(f_t.view(torch.uint8), cast_fp8(x, s)[1].view(torch.uint8))  # bit for bit
 w, scales = torch.randint(-128, 128, (512, 256), dtype=torch.int8), torch.rand(512, dtype=torch.bfloat16)
 y = torch.compile(int8_linear)(x, w, scales)
-print(schedx.inductor.last_report().rewrites)  # [Rewrite(pattern=<Pattern.W8_LINEAR: ...>, ...)]
+print(schedx.last_variant("w8_linear"))  # the schedx kernel that ran; schedx.inductor.last_report() says why

@@ -34,9 +34,10 @@ if torch is not None:
         torchao = None
 
     DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-    # A graph served from the FX graph cache runs no pass and adds no report, which most tests
-    # read: the cache is on only in the test of the cache key.
+    # A graph served from the FX graph cache or AOTAutograd's runs no pass and adds no report,
+    # which most tests read: the caches are on only in the test of the cache key.
     torch._inductor.config.fx_graph_cache = False
+    torch._functorch.config.enable_autograd_cache = False
     E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
 
@@ -405,7 +406,8 @@ class InstallTest(unittest.TestCase):
         each compile's code calls schedx exactly when the pass is on."""
         s = torch.tensor([2.0], device=DEVICE)
         x = cast_input(24, 40, torch.bfloat16)
-        with torch._inductor.config.patch(fx_graph_cache=True):
+        with torch._inductor.config.patch(fx_graph_cache=True), \
+                torch._functorch.config.patch(enable_autograd_cache=True):
             for on in (True, False, True):
                 torch._dynamo.reset()
                 (si.enable if on else si.disable)()

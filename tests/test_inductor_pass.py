@@ -412,7 +412,30 @@ class InstallTest(unittest.TestCase):
                 torch._dynamo.reset()
                 (si.enable if on else si.disable)()
                 _, code = run_and_get_code(torch.compile(issue_130015, fullgraph=True), x, s)
-                self.assertEqual("schedx.cast_transpose_fp8" in "\n".join(code), on)
+                self.assertEqual("schedx.cast_transpose_fp8.below_autograd" in "\n".join(code), on)
+
+    def test_emitted_ops_have_no_autograd_kernel(self):
+        """The pass emits each op's below_autograd overload: the same results and fake, and no
+        (Python) Autograd kernel on every call of a graph that is below autograd already."""
+        from torch.library import opcheck
+        x = cast_input(24, 40, torch.bfloat16)
+        s = torch.tensor([2.0], device=DEVICE)
+        w = torch.randint(-128, 128, (16, 40), dtype=torch.int8, device=DEVICE)
+        scales = torch.rand(16, dtype=torch.bfloat16, device=DEVICE)
+        calls = {"cast_transpose_fp8": (x, s, E4M3), "cast_transpose_fp8_amax": (x, s, E5M2),
+                 "cast_transpose_fp8_current_scaling": (x, E4M3, True), "w8_linear": (x, w, scales)}
+        self.assertEqual(set(calls), set(si._ops.BELOW_AUTOGRAD))
+        for name, args in calls.items():
+            with self.subTest(op=name):
+                packet = getattr(torch.ops.schedx, name)
+                self.assertTrue(torch._C._dispatch_has_kernel_for_dispatch_key(packet.default.name(), "Autograd"))
+                self.assertFalse(torch._C._dispatch_has_kernel_for_dispatch_key(
+                    packet.below_autograd.name(), "Autograd"))
+                for a, b in zip(*((r,) if isinstance(r, torch.Tensor) else r
+                                  for r in (packet.below_autograd(*args), packet.default(*args)))):
+                    self.assertTrue(torch.equal(u8(a), u8(b)) and a.stride() == b.stride())
+                opcheck(packet.below_autograd, args, test_utils=("test_schema", "test_faketensor",
+                                                                  "test_aot_dispatch_dynamic"))
 
     def test_report_logged(self):
         si.enable()

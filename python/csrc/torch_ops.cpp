@@ -463,7 +463,12 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
     m.impl("abs_max", TORCH_BOX(&abs_max));                                                       \
     m.impl("quantize_fp8", TORCH_BOX(&quantize_fp8));                                             \
     m.impl("w8_linear", TORCH_BOX(&w8_linear));                                                   \
-    m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out))
+    m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out));                                           \
+    m.impl("cast_transpose_fp8.below_autograd", TORCH_BOX(&cast_transpose_fp8));                  \
+    m.impl("cast_transpose_fp8_amax.below_autograd", TORCH_BOX(&cast_transpose_fp8_amax));        \
+    m.impl("cast_transpose_fp8_current_scaling.below_autograd",                                   \
+           TORCH_BOX(&cast_transpose_fp8_current_scaling));                                       \
+    m.impl("w8_linear.below_autograd", TORCH_BOX(&w8_linear))
 
 STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) { SCHEDX_TORCH_KERNELS(m); }
 

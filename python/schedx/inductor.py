@@ -283,17 +283,17 @@ def _rewrite_cast(graph: Graph, m: _Cast, order: dict[Node, int], report: GraphR
     with graph.inserting_before(first):
         if pow2 is not None:
             pattern = Pattern.CURRENT_SCALING
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.default, m.x, m.dtype, pow2)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.below_autograd, m.x, m.dtype, pow2)
             amax_out, scale_out = (_emit(graph, operator.getitem, out, 2), _emit(graph, operator.getitem, out, 3))
             new_scale = _emit(graph, aten.reshape.default, scale_out, list(_val(m.scale).shape))
             m.scale.replace_all_uses_with(new_scale)
         elif amax is not None:
             pattern = Pattern.CAST_TRANSPOSE_AMAX
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_amax.default, m.x, m.scale, m.dtype)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_amax.below_autograd, m.x, m.scale, m.dtype)
             amax_out = _emit(graph, operator.getitem, out, 2)
         else:
             pattern = Pattern.CAST_TRANSPOSE
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.default, m.x, m.scale, m.dtype)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.below_autograd, m.x, m.scale, m.dtype)
         rows = _emit(graph, operator.getitem, out, 0)
         cols = _emit(graph, operator.getitem, out, 1)
         cols_t = _emit(graph, aten.permute.default, cols, [1, 0])
@@ -406,7 +406,7 @@ def _rewrite_w8(graph: Graph, m: _W8, report: GraphReport) -> None:
     n = _val(m.w).shape[0]
     with graph.inserting_before(m.result):
         scales = m.scales if vs.dim() == 1 else _emit(graph, aten.reshape.default, m.scales, [n])
-        y = _emit(graph, torch.ops.schedx.w8_linear.default, m.x, m.w, scales, m.bias)
+        y = _emit(graph, torch.ops.schedx.w8_linear.below_autograd, m.x, m.w, scales, m.bias)
         if m.out_shape is not None:
             y = _emit(graph, aten.reshape.default, y, m.out_shape)
         want = _val(m.result)

@@ -66,6 +66,13 @@ _lib.define("quantize_fp8(Tensor x, str recipe, ScalarType dtype, bool pow2_scal
             f"str mx_mode=\"{MxScaleMode.RCEIL.value}\") -> "
             "(Tensor rows, Tensor rows_scale, Tensor cols, Tensor cols_scale)")
 
+# The same kernels again as the overload below_autograd, with no Autograd kernel: what graph
+# passes emit (schedx.inductor), whose graphs are below autograd already and have no use for
+# the Python Autograd kernel's host time on every call (docs/pytorch.md).
+BELOW_AUTOGRAD = ("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_current_scaling", "w8_linear")
+for _name in BELOW_AUTOGRAD:
+    _lib.define(str(getattr(torch.ops.schedx, _name).default._schema).removeprefix("schedx::")
+                .replace("(", ".below_autograd(", 1))
 
 _lib_handle = _capi.lib
 
@@ -371,10 +378,12 @@ if kernels == "python":
                        ("cast_transpose_fp8_out", cast_transpose_fp8_out),
                        ("cast_transpose_fp8_current_scaling", cast_transpose_fp8_current_scaling), ("abs_max", abs_max),
                        ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
-        _lib.impl(_name, _fn, "CPU")
-        _lib.impl(_name, _fn, "CUDA")
+        for _overload in ((_name, f"{_name}.below_autograd") if _name in BELOW_AUTOGRAD else (_name,)):
+            _lib.impl(_overload, _fn, "CPU")
+            _lib.impl(_overload, _fn, "CUDA")
 
 
+@torch.library.register_fake("schedx::cast_transpose_fp8.below_autograd")
 @torch.library.register_fake("schedx::cast_transpose_fp8")
 def _(x, scale, dtype):
     _same_device(x, (scale, "scale"))
@@ -382,6 +391,7 @@ def _(x, scale, dtype):
     return _cast_outputs(x, dtype, False)
 
 
+@torch.library.register_fake("schedx::cast_transpose_fp8_amax.below_autograd")
 @torch.library.register_fake("schedx::cast_transpose_fp8_amax")
 def _(x, scale, dtype):
     _same_device(x, (scale, "scale"))
@@ -395,6 +405,7 @@ def _(x, scale, *, rows, cols, amax=None, scale_inv=None):
     return None
 
 
+@torch.library.register_fake("schedx::cast_transpose_fp8_current_scaling.below_autograd")
 @torch.library.register_fake("schedx::cast_transpose_fp8_current_scaling")
 def _(x, dtype, pow2_scales=False):
     _check_cast_args(x, dtype)
@@ -407,6 +418,7 @@ def _(x):
     return x.new_empty((1,), dtype=torch.float32)
 
 
+@torch.library.register_fake("schedx::w8_linear.below_autograd")
 @torch.library.register_fake("schedx::w8_linear")
 def _(x, w, scales, bias=None):
     _same_device(x, (w, "w"), (scales, "scales"), (bias, "bias"))

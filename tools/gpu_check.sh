@@ -4,7 +4,7 @@
 # for abs_max a read-only kernel, in the same run) and the PyTorch comparison. Logs, tables, CSV/SVG and the tuning database go into one archive,
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
-# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels] [inductor]
+# Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels] [inductor] [decode_pass] [hf_generate]
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
@@ -184,20 +184,27 @@ for step in $steps; do
       SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so PYTHONPATH="python:${PYTHONPATH:-}" SCHEDX_TORCH_KERNELS=c++ \
         timeout "${TORCHOPS_TIMEOUT:-240}" python3 tests/test_torch_ops.py -v > "$out/torch_ops_tests.log" 2>&1 || rc=1
       tail -n 4 "$out/torch_ops_tests.log" ;;
-    inductor)  # issue 45: schedx.inductor on unchanged programs (torchao on PYTHONPATH): its tests on CUDA
-      # tensors, issue 130015's pattern and gpt-fast's int8 module with and without the pass, torchao's
-      # Float8Linear step, the decoder with gpt-fast's and torchao's formulations, transformers' generate()
+    inductor|decode_pass|hf_generate)  # issue 45: schedx.inductor on unchanged programs (torchao on
+      # PYTHONPATH; each step fits one device call). inductor: its tests on CUDA tensors, issue 130015's
+      # pattern and gpt-fast's int8 module with and without the pass, torchao's Float8Linear step;
+      # decode_pass: the decoder with gpt-fast's and torchao's formulations; hf_generate: transformers' generate()
       export SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so SCHEDX_TORCH_KERNELS=c++ PYTHONUNBUFFERED=1
-      PYTHONPATH="python:${PYTHONPATH:-}" timeout 150 python3 tests/test_inductor_pass.py > "$out/inductor_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/inductor_tests.log"
-      (cd bench && timeout 170 python3 inductor_pass.py --commit "$commit" --out "$out/inductor_pass.md" > "$out/inductor_pass.log" 2>&1
-       timeout 120 python3 float8_train_step.py --commit "$commit" --out "$out/float8_pass.md" \
-         --variants "bf16 (eager),torchao (compile),torchao+pass (compile)" > "$out/float8_pass.log" 2>&1
-       timeout 400 python3 llama_decode.py --commit "$commit" --layers 2 --batches 1,2,4,8 --steps 30 \
-         --forms schedx,gpt-fast+pass,torchao,torchao+pass --out "$out/decode_pass.md" > "$out/decode_pass.log" 2>&1
-       timeout 500 python3 hf_generate.py --commit "$commit" --layers ${HF_LAYERS:-8} --batches 1,4,8 \
-         --out "$out/hf_generate.md" > "$out/hf_generate.log" 2>&1) || rc=1
-      grep -hE "^\| [0-9]" "$out"/inductor_pass.md "$out"/float8_pass.md "$out"/decode_pass.md "$out"/hf_generate.md 2>/dev/null | head -n 60 ;;
+      case $step in
+        inductor)
+          PYTHONPATH="python:${PYTHONPATH:-}" timeout 150 python3 tests/test_inductor_pass.py > "$out/inductor_tests.log" 2>&1 || rc=1
+          tail -n 3 "$out/inductor_tests.log"
+          (cd bench && timeout 200 python3 inductor_pass.py --commit "$commit" --out "$out/inductor_pass.md" \
+             > "$out/inductor_pass.log" 2>&1 && timeout 150 python3 float8_train_step.py --commit "$commit" \
+             --variants "bf16 (eager),torchao (compile),torchao+pass (compile)" --out "$out/float8_pass.md" \
+             > "$out/float8_pass.log" 2>&1) || rc=1 ;;
+        decode_pass)
+          (cd bench && timeout 540 python3 llama_decode.py --commit "$commit" --layers 2 --batches 1,2,4,8 --steps 30 \
+             --forms schedx,gpt-fast+pass,torchao,torchao+pass --out "$out/decode_pass.md" > "$out/decode_pass.log" 2>&1) || rc=1 ;;
+        hf_generate)
+          (cd bench && timeout 540 python3 hf_generate.py --commit "$commit" --layers "${HF_LAYERS:-8}" --batches 1,4,8 \
+             --out "$out/hf_generate.md" > "$out/hf_generate.log" 2>&1) || rc=1 ;;
+      esac
+      grep -hE "^\| [0-9]" "$out"/*.md 2>/dev/null | head -n 60 ;;
     hostops|train|decode)  # issue 28: host time per op call; float8 training step; int8 decode
       script=$(case $step in hostops) echo op_host_cost.py;; train) echo float8_train_step.py;;
                              decode) echo llama_decode.py;; esac)

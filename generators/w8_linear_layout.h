@@ -15,8 +15,8 @@ struct Layout {
     int load_words = 4;  // W words (4 int8) per lane per step (cuda_mma: per row)
     int vector_words = 4;
     bool k_tail = false;
-    int rows_per_warp = 4;  // output columns n per warp (cuda_mma: 16 per tile)
-    int batch = 1;          // rows of x per warp (cuda_mma: 8 per tile); cpu: per pass
+    int rows_per_warp = 4;  // output columns n per warp (cuda_mma: 16 per tile; cpu: per register tile)
+    int batch = 1;          // rows of x per warp (cuda_mma: 8 per tile; cpu: per register tile)
 
     // K elements per step of the reduction: 32 lanes of load_words W words, or an mma chunk
     // of 16 per W word of a lane's run; times the warps sharing K.

@@ -1,5 +1,7 @@
 #include "pipeline_call.h"
 
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 
@@ -9,19 +11,33 @@ namespace schedx {
 namespace {
 
 thread_local std::string halide_message;
+std::atomic<int> refused_targets{0};
 
-void install_error_handler() {
+// Any AVX-512 feature marks a target above the baseline (AVX2).
+int can_use_baseline_only(int count, const uint64_t *features) {
+    for (int f = halide_target_feature_avx512; f <= halide_target_feature_avx512_sapphirerapids; f++) {
+        if (f / 64 < count && (features[f / 64] >> (f % 64)) & 1) {
+            refused_targets++;
+            return 0;
+        }
+    }
+    return halide_default_can_use_target_features(count, features);
+}
+
+void install_runtime_hooks() {
     static std::once_flag once;
     std::call_once(once, [] {
         // Halide's runtime reports through this hook; keep the text for schedx_last_error.
         halide_set_error_handler([](void *, const char *msg) { halide_message = msg; });
+        const char *baseline = std::getenv("SCHEDX_CPU_BASELINE");
+        if (baseline && std::strcmp(baseline, "1") == 0) halide_set_custom_can_use_target_features(can_use_baseline_only);
     });
 }
 
 }  // namespace
 
 PipelineCall::PipelineCall(const Variant &variant, void *stream, void *context) : variant_(variant) {
-    install_error_handler();
+    install_runtime_hooks();
     cuda_.stream = stream;
     cuda_.context = context;
     args_.resize(variant.metadata->num_arguments);
@@ -175,4 +191,16 @@ bool PipelineCall::bounds_fit() {
     return fits;
 }
 
+int cpu_targets_refused() { return refused_targets.load(); }
+
 }  // namespace schedx
+
+extern "C" schedx_status schedx_set_num_threads(int n) {
+    using namespace schedx;
+    clear_error();
+    if (n < 1) return fail(SCHEDX_ERR_BAD_SIZE, "n is " + std::to_string(n) + ", not a thread count of at least 1");
+    // Halide's pool takes the lock on every set: skip it when the count is unchanged.
+    static std::atomic<int> current{0};
+    if (current.exchange(n) != n) halide_set_num_threads(n);
+    return SCHEDX_OK;
+}

@@ -61,4 +61,11 @@ private:
     std::vector<Arg> args_;
 };
 
+// CPU variants are built for several x86-64 targets (schedules/variants.json's targets.cpu)
+// and Halide's wrapper picks, at each pipeline's first call, the first one the CPU has. With
+// SCHEDX_CPU_BASELINE=1 in the environment (read before the first call) every target above
+// the baseline is refused, so an AVX-512 machine runs the AVX2 code. How many feature sets
+// were refused so, for tests.
+int cpu_targets_refused();
+
 }  // namespace schedx

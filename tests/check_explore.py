@@ -80,12 +80,12 @@ def check_dirty_cache(explore, tmp):
     """--dirty-cache times each call alone after dirtying the cache, and records like a normal run."""
     db = Path(tmp) / "dirty.jsonl"
     run = subprocess.run([explore, "--device", "cpu", "--op", "w8_linear", "--shapes", "1x64x64", "--variants",
-                          "bf16_sbf16_cpu", "--repeats", "1", "--dirty-cache", "--db", str(db)],
+                          "bf16_sbf16_cpu_r8", "--repeats", "1", "--dirty-cache", "--db", str(db)],
                          capture_output=True, text=True, check=True)
     print(run.stdout)
     assert "Timing: each call alone, after a write of" in run.stdout, run.stdout
     records = [json.loads(line) for line in db.read_text().splitlines()]
-    assert [r["variant"] for r in records] == ["w8_linear_bf16_sbf16_cpu"], records
+    assert [r["variant"] for r in records] == ["w8_linear_bf16_sbf16_cpu_r8"], records
     assert records[0]["median_us"] > 0 and records[0]["shape"] == [1, 64, 64], records
     assert records[0]["timing"] == "dirty_cache", records  # dispatch ranks these above back-to-back ones
 

@@ -77,7 +77,7 @@ TEST_CASE("w8_linear: random inputs within 1e-2 of an fp64 reference") {
 
 TEST_CASE("w8_linear: every CPU variant, forced") {
     const std::vector<schedx_variant_info> infos = test::variant_infos("w8_linear", "cpu");
-    CHECK(infos.size() == 11);
+    CHECK(infos.size() == 13);
     for (const schedx_variant_info &info : infos) {
         const std::string p = std::string(" ") + info.params + " ";
         W8Case c{5, 33, 100, 0, 0, 40};
@@ -106,9 +106,9 @@ TEST_CASE("w8_linear: every CPU variant, forced") {
     CHECK(check_w8({3, 33, 100}, 1).error.find("status 11") == 0);
     CHECK(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
     CHECK(check_w8({2, 3, 4}, 1).error == "");
-    CHECK(schedx_last_variant("w8_linear") == std::string("w8_linear_bf16_sbf16_cpu"));
+    CHECK(schedx_last_variant("w8_linear") == std::string("w8_linear_bf16_sbf16_cpu_r8"));
     // Untuned dispatch takes the batch-4 hand schedule from M = 4, then Adams2019 where its
-    // bounds fit, then the batch-1 hand schedule (the order measured on the build machine).
+    // bounds fit, then the 8-row GEMV (the order measured on the build machine).
     CHECK(check_w8({16, 256, 4096}, 1).error == "");
     CHECK(schedx_last_variant("w8_linear") == std::string("w8_linear_bf16_sbf16_cpu_b4"));
 }

@@ -118,7 +118,7 @@ def schedule_part(op: str, v: Variant) -> str:
         if g("stage") == "dequantize":
             return "dequant_cublas" + flags(p, [("coalesced", "true", "coalesced")])
         if s == "cpu":
-            return "cpu" + (f"_b{g('batch')}" if "batch" in p else "")
+            return "cpu" + (f"_b{g('batch')}" if "batch" in p else "") + (f"_r{g('rows_per_warp')}" if "rows_per_warp" in p else "")
         return s
     if op == "cast_transpose":
         if s == "cuda_tiled":

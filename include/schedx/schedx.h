@@ -243,6 +243,11 @@ schedx_status schedx_force_variant(const char *op, const char *variant);
 const char *schedx_last_variant(const char *op);
 const char *schedx_last_reason(const char *op);
 
+/* CPU variants run on Halide's thread pool: n threads (n >= 1) for the calls that follow in
+ * this process, e.g. torch.get_num_threads() (the PyTorch ops set it so on every call).
+ * Until set, HL_NUM_THREADS or the number of cores. Returns SCHEDX_ERR_BAD_SIZE for n < 1. */
+schedx_status schedx_set_num_threads(int n);
+
 #undef SCHEDX_ENUM
 
 #ifdef __cplusplus

@@ -158,6 +158,8 @@ const Tensor *given(const std::optional<Tensor> &t) { return t ? &*t : nullptr; 
 
 schedx_device device_of(const Tensor &t, void **stream) {
     *stream = t.is_cuda() ? current_cuda_stream(t.get_device_index()) : nullptr;
+    // CPU variants run on as many threads as torch's own ops (torch.set_num_threads).
+    if (!t.is_cuda()) check(schedx_set_num_threads(int(torch::stable::get_num_threads())));
     return t.is_cuda() ? SCHEDX_DEVICE_CUDA : SCHEDX_DEVICE_CPU;
 }
 

@@ -126,6 +126,9 @@ def _declare(lib):
     if hasattr(lib, "schedx_w8_linear"):
         lib.schedx_w8_linear.restype = _int
         lib.schedx_w8_linear.argtypes = W8_LINEAR_ARGS
+    if hasattr(lib, "schedx_set_num_threads"):
+        lib.schedx_set_num_threads.restype = _int
+        lib.schedx_set_num_threads.argtypes = [_int]
 
 
 def lib():
@@ -161,6 +164,12 @@ def lib():
 
 def has_w8_linear():
     return hasattr(lib(), "schedx_w8_linear")
+
+
+def set_num_threads(n: int) -> None:
+    """The CPU variants' thread count (a library built before it has none to set)."""
+    if hasattr(lib(), "schedx_set_num_threads"):
+        check(lib().schedx_set_num_threads(n))
 
 
 def last_error():

@@ -82,11 +82,12 @@ def _fail(status, message):
 
 
 def _device_args(t):
-    """(schedx device, stream) of a call on tensor t."""
+    """(schedx device, stream) of a call on tensor t; a CPU call runs on torch's thread count."""
     if t.is_cuda:
         return _capi.DEVICE_CUDA, _current_stream(t.get_device())
     if t.device.type != "cpu":
         _fail(Status.ERR_BAD_DEVICE, f"x is on device {t.device}; schedx runs on cpu and cuda tensors")
+    _capi.set_num_threads(torch.get_num_threads())
     return _capi.DEVICE_CPU, None
 
 

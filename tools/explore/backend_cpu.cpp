@@ -1,5 +1,9 @@
 #include <unistd.h>
 
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +15,47 @@
 
 namespace explore {
 namespace {
+
+// One anchor call's bytes, cut in chunks for halide_do_par_for's tasks.
+struct Chunks {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t bytes, chunk;
+    std::atomic<uint64_t> sink;
+    int count() const { return int((bytes + chunk - 1) / chunk); }
+    size_t size_of(int i) const { return std::min(chunk, bytes - size_t(i) * chunk); }
+};
+
+// Chunks of 64 KiB or more, about 8 per thread: few enough that a task's start costs
+// little, enough that threads finishing early take more. 8-byte multiples.
+size_t chunk_bytes(size_t bytes) {
+    const size_t per = bytes / (8 * size_t(std::max(1, halide_get_num_threads())));
+    return std::max<size_t>(size_t(64) << 10, (per + 7) / 8 * 8);
+}
+
+int copy_chunk(void *, int i, uint8_t *closure) {
+    auto *c = reinterpret_cast<Chunks *>(closure);
+    std::memcpy(c->dst + size_t(i) * c->chunk, c->src + size_t(i) * c->chunk, c->size_of(i));
+    return 0;
+}
+
+int read_chunk(void *, int i, uint8_t *closure) {
+    auto *c = reinterpret_cast<Chunks *>(closure);
+    const size_t n = c->size_of(i) / 8;
+    // 8-byte aligned: Pool slots start on 256 bytes, chunks are 8-byte multiples.
+    const uint64_t *p = reinterpret_cast<const uint64_t *>(c->src + size_t(i) * c->chunk);
+    // Eight independent accumulators, so the loop is bound by loads, not by one chain of xors.
+    uint64_t words[8] = {};
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        for (int u = 0; u < 8; u++) words[u] ^= p[j + u];
+    }
+    for (; j < n; j++) words[0] ^= p[j];
+    uint64_t acc = 0;
+    for (uint64_t w : words) acc ^= w;
+    c->sink.fetch_xor(acc, std::memory_order_relaxed);
+    return 0;
+}
 
 class CpuBackend : public Backend {
 public:
@@ -30,12 +75,16 @@ public:
     void upload(void *dst, const void *host, size_t bytes) override { std::memcpy(dst, host, bytes); }
     void download(void *host, const void *src, size_t bytes) override { std::memcpy(host, src, bytes); }
     void fill(void *dst, uint8_t byte, size_t bytes) override { std::memset(dst, byte, bytes); }
-    void copy(void *dst, const void *src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    // The anchors run on Halide's thread pool, as the variants do: the same threads
+    // (HL_NUM_THREADS, schedx_set_num_threads, else one per core), in chunks of the bytes.
+    void copy(void *dst, const void *src, size_t bytes) override {
+        Chunks c{static_cast<uint8_t *>(dst), static_cast<const uint8_t *>(src), bytes, chunk_bytes(bytes), 0};
+        halide_do_par_for(nullptr, copy_chunk, 0, c.count(), reinterpret_cast<uint8_t *>(&c));
+    }
     void read(const void *src, size_t bytes) override {
-        const uint64_t *words = static_cast<const uint64_t *>(src);
-        uint64_t acc = 0;
-        for (size_t i = 0; i < bytes / 8; i++) acc ^= words[i];
-        sink_ = acc;  // volatile: the loop is not dropped
+        Chunks c{nullptr, static_cast<const uint8_t *>(src), bytes, chunk_bytes(bytes), 0};
+        halide_do_par_for(nullptr, read_chunk, 0, c.count(), reinterpret_cast<uint8_t *>(&c));
+        sink_ = c.sink;  // volatile: the reads are not dropped
     }
     double elapsed_us(const std::function<void(int)> &launch, int n) override {
         const auto start = std::chrono::steady_clock::now();

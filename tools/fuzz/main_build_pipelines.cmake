@@ -2,7 +2,7 @@
 # (SCHEDX_MAIN_BUILD_DIR) generated from schedules/variants.json, linked as they are, so no
 # variant is generated twice. Defines what schedules/variants.cmake defines for
 # runtime/CMakeLists.txt: SCHEDX_VARIANT_LIBS (here header-only imported targets),
-# SCHEDX_VARIANT_TABLE, and SCHEDX_PIPELINE_DIR, where the objects are.
+# SCHEDX_VARIANT_OBJECTS, SCHEDX_VARIANT_TABLE, and SCHEDX_PIPELINE_DIR, where the objects are.
 set(SCHEDX_PIPELINE_DIR "${SCHEDX_MAIN_BUILD_DIR}/runtime")
 set(SCHEDX_VARIANT_TABLE "${SCHEDX_PIPELINE_DIR}/variant_table.cpp")
 if (NOT EXISTS "${SCHEDX_VARIANT_TABLE}" OR NOT EXISTS "${SCHEDX_PIPELINE_DIR}/schedx_halide_runtime.o")
@@ -11,7 +11,8 @@ endif ()
 
 # The table includes one header per generated library: those are the libraries, and a new
 # variant list reconfigures this build.
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${SCHEDX_VARIANT_TABLE}")
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${SCHEDX_VARIANT_TABLE}"
+                                                                "${SCHEDX_PIPELINE_DIR}/variant_objects.txt")
 file(STRINGS "${SCHEDX_VARIANT_TABLE}" _includes REGEX "^#include \"[A-Za-z0-9_]+\\.h\"$")
 set(SCHEDX_VARIANT_LIBS "")
 foreach (_line IN LISTS _includes)
@@ -22,3 +23,4 @@ foreach (_line IN LISTS _includes)
     list(APPEND SCHEDX_VARIANT_LIBS ${_lib})
   endif ()
 endforeach ()
+file(STRINGS "${SCHEDX_PIPELINE_DIR}/variant_objects.txt" SCHEDX_VARIANT_OBJECTS)

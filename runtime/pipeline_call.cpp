@@ -195,6 +195,40 @@ int cpu_targets_refused() { return refused_targets.load(); }
 
 }  // namespace schedx
 
+namespace {
+
+std::atomic<schedx_parallel_for_fn> caller_parallel_for{nullptr};
+
+// One Halide parallel loop on the caller's pool: tasks in order within each chunk, the
+// first failure kept and the rest of the tasks skipped.
+struct ParallelTasks {
+    void *user_context;
+    halide_task_t task;
+    uint8_t *closure;
+    std::atomic<int> result{0};
+};
+
+void run_tasks(int64_t begin, int64_t end, void *ctx) {
+    auto *t = static_cast<ParallelTasks *>(ctx);
+    for (int64_t i = begin; i < end && t->result.load(std::memory_order_relaxed) == 0; i++) {
+        int failed = 0;
+        if (const int r = t->task(t->user_context, int(i), t->closure)) t->result.compare_exchange_strong(failed, r);
+    }
+}
+
+int do_par_for_on_caller_pool(void *user_context, halide_task_t task, int min, int size, uint8_t *closure) {
+    ParallelTasks t{user_context, task, closure};
+    if (caller_parallel_for.load()(min, int64_t(min) + size, 1, run_tasks, &t) != 0) return halide_error_code_generic_error;
+    return t.result.load();
+}
+
+}  // namespace
+
+extern "C" void schedx_set_parallel_for(schedx_parallel_for_fn parallel_for) {
+    caller_parallel_for.store(parallel_for);
+    halide_set_custom_do_par_for(parallel_for ? do_par_for_on_caller_pool : halide_default_do_par_for);
+}
+
 extern "C" schedx_status schedx_set_num_threads(int n) {
     using namespace schedx;
     clear_error();

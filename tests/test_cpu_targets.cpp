@@ -4,6 +4,7 @@
 // and pass on this AVX-512 machine too.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,4 +22,44 @@ TEST_CASE("CPU targets: SCHEDX_CPU_BASELINE=1 refuses every target above the bas
     } else {
         CHECK(schedx::cpu_targets_refused() == 0);
     }
+}
+
+namespace {
+
+std::atomic<int> caller_loops{0};
+std::atomic<int64_t> caller_tasks{0};
+
+// A caller's pool as the torch ops install it (torch_parallel_for's shape): here two chunks, in turn.
+int32_t counting_parallel_for(int64_t begin, int64_t end, int64_t, void (*body)(int64_t, int64_t, void *), void *ctx) {
+    caller_loops++;
+    caller_tasks += end - begin;
+    const int64_t mid = begin + (end - begin) / 2;
+    body(begin, mid, ctx);
+    body(mid, end, ctx);
+    return 0;
+}
+
+}  // namespace
+
+TEST_CASE("CPU pool: schedx_set_parallel_for runs every parallel loop on the caller's pool, NULL returns to Halide's") {
+    schedx_set_parallel_for(counting_parallel_for);
+    REQUIRE(schedx_force_variant("w8_linear", "w8_linear_bf16_sbf16_cpu_r8") == SCHEDX_OK);
+    // N = 200: 7 tiles of 32 W rows (4 x R = 8), the last one partial.
+    CHECK(test::check_w8_linear({1, 200, 72}, 5).error == "");
+    CHECK(caller_loops.load() > 0);
+    CHECK(caller_tasks.load() >= 7);
+    schedx_set_parallel_for(nullptr);
+    const int loops = caller_loops.load();
+    CHECK(test::check_w8_linear({1, 200, 72}, 6).error == "");
+    CHECK(caller_loops.load() == loops);
+    CHECK(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
+}
+
+TEST_CASE("CPU pool: schedx_set_num_threads takes a count of at least 1") {
+    CHECK(schedx_set_num_threads(0) == SCHEDX_ERR_BAD_SIZE);
+    CHECK(std::string(schedx_last_error()).find("n is 0") != std::string::npos);
+    CHECK(schedx_set_num_threads(1) == SCHEDX_OK);
+    CHECK(test::check_w8_linear({4, 40, 72}, 7).error == "");
+    CHECK(schedx_set_num_threads(2) == SCHEDX_OK);
+    CHECK(test::check_w8_linear({4, 40, 72}, 8).error == "");
 }

@@ -243,10 +243,18 @@ schedx_status schedx_force_variant(const char *op, const char *variant);
 const char *schedx_last_variant(const char *op);
 const char *schedx_last_reason(const char *op);
 
-/* CPU variants run on Halide's thread pool: n threads (n >= 1) for the calls that follow in
- * this process, e.g. torch.get_num_threads() (the PyTorch ops set it so on every call).
- * Until set, HL_NUM_THREADS or the number of cores. Returns SCHEDX_ERR_BAD_SIZE for n < 1. */
+/* CPU variants run their parallel loops on Halide's thread pool: n threads (n >= 1) for the
+ * calls that follow in this process; until set, HL_NUM_THREADS or the number of cores.
+ * Returns SCHEDX_ERR_BAD_SIZE for n < 1. */
 schedx_status schedx_set_num_threads(int n);
+
+/* Or on the caller's pool: `parallel_for` runs body over [begin, end) in chunks of at least
+ * `grain` on its threads and returns 0 (PyTorch's stable-ABI torch_parallel_for has this
+ * shape; the torch ops install it, so one pool serves both and its thread count is
+ * torch.get_num_threads()). NULL returns to Halide's pool. */
+typedef int32_t (*schedx_parallel_for_fn)(int64_t begin, int64_t end, int64_t grain,
+                                          void (*body)(int64_t begin, int64_t end, void *ctx), void *ctx);
+void schedx_set_parallel_for(schedx_parallel_for_fn parallel_for);
 
 #undef SCHEDX_ENUM
 

@@ -158,8 +158,6 @@ const Tensor *given(const std::optional<Tensor> &t) { return t ? &*t : nullptr; 
 
 schedx_device device_of(const Tensor &t, void **stream) {
     *stream = t.is_cuda() ? current_cuda_stream(t.get_device_index()) : nullptr;
-    // CPU variants run on as many threads as torch's own ops (torch.set_num_threads).
-    if (!t.is_cuda()) check(schedx_set_num_threads(int(torch::stable::get_num_threads())));
     return t.is_cuda() ? SCHEDX_DEVICE_CUDA : SCHEDX_DEVICE_CPU;
 }
 
@@ -472,6 +470,12 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
            TORCH_BOX(&cast_transpose_fp8_current_scaling));                                       \
     m.impl("w8_linear.below_autograd", TORCH_BOX(&w8_linear))
 
-STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) { SCHEDX_TORCH_KERNELS(m); }
+// CPU variants run their parallel loops on torch's thread pool: one pool in the process, so
+// torch's ops and schedx's never oversubscribe the cores (two pools, each spinning after its
+// loops, cost 10-50x on the 2-core build machine), at torch.get_num_threads() threads.
+STABLE_TORCH_LIBRARY_IMPL(schedx, CPU, m) {
+    schedx_set_parallel_for(torch_parallel_for);
+    SCHEDX_TORCH_KERNELS(m);
+}
 
 STABLE_TORCH_LIBRARY_IMPL(schedx, CUDA, m) { SCHEDX_TORCH_KERNELS(m); }

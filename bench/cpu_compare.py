@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""schedx's CPU variants against PyTorch's CPU kernels and the machine's own ceilings.
+
+In one process, alternated call by call (one timed batch of each, round after round), at
+one thread and at all cores (torch.set_num_threads; schedx's torch ops follow it):
+  w8_linear  schedx against torch.ops.aten._weight_int8pack_mm, dequantize + torch.mm in
+             bf16 (W converted on every call), a read-only pass over W (an int64 sum of its
+             bytes) and a copy of W's bytes;
+  cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
+             torch.compile of the same code, a read-only pass over x and a copy of x (the
+             cast moves as many bytes: x's 2 per element in, 1 + 1 out).
+Inputs rotate through enough copies to exceed twice the last-level cache, so no call finds
+its operands in cache from the call before. Every schedx result is checked first (w8
+within 1e-2 relative of an fp64 reference, fp8 bit-exact against eager).
+
+Usage, from the repository root after tools/setup.sh --tests:
+    SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so .venv/bin/python bench/cpu_compare.py [--quick]
+Writes bench/results/cpu_compare_<date>_<host>_<commit>.md (and a copy into $OUT when set).
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, List, Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "python"))
+
+import torch  # noqa: E402
+
+import schedx  # noqa: E402
+import schedx.ops  # noqa: E402,F401  (registers torch.ops.schedx)
+
+W8_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
+W8_MS = [1, 4, 16]
+W8_LARGE_M = 256  # at (4096, 4096) only: against dequantize + torch.mm
+CAST_SHAPES = [(2048, 2048), (4096, 4096)]
+QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST = [(1024, 1024)], [1, 4], [(512, 512)]
+E4M3_MAX = 448.0
+ROUNDS = 7          # alternation rounds; the median of each candidate's rounds is reported
+SAMPLE_S = 0.02     # a timed batch lasts about this long
+
+
+def cache_bytes() -> int:
+    try:
+        return os.sysconf("SC_LEVEL3_CACHE_SIZE") or (32 << 20)
+    except (ValueError, OSError):
+        return 32 << 20
+
+
+def copies_for(bytes_per_set: int) -> int:
+    return max(2, min(64, 2 * cache_bytes() // max(bytes_per_set, 1) + 1))
+
+
+def time_alternated(cands: Dict[str, Callable[[int], object]], sets: int) -> Dict[str, float]:
+    """Median microseconds per call of each candidate, batches alternated round by round."""
+    calls = {}
+    for name, fn in cands.items():
+        fn(0)  # warm-up (torch.compile compiles here)
+        t = time.perf_counter()
+        fn(1 % sets)
+        one = max(time.perf_counter() - t, 1e-6)
+        calls[name] = max(1, min(1000, int(SAMPLE_S / one)))
+    samples: Dict[str, List[float]] = {n: [] for n in cands}
+    nxt = 0
+    for _ in range(ROUNDS):
+        for name, fn in cands.items():
+            n = calls[name]
+            t = time.perf_counter()
+            for i in range(n):
+                fn((nxt + i) % sets)
+            samples[name].append((time.perf_counter() - t) / n * 1e6)
+            nxt = (nxt + n) % sets
+    return {n: statistics.median(s) for n, s in samples.items()}
+
+
+def check_w8(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> None:
+    y = torch.ops.schedx.w8_linear(x, w, s, None).double()
+    ref = (x.double() @ w.double().t()) * s.double()
+    rel = ((y - ref).abs() / ref.abs().clamp_min(1e-3)).max().item()
+    if rel > 1e-2:
+        raise AssertionError(f"schedx w8_linear off by {rel:.3g} relative")
+
+
+def bench_w8(m: int, n: int, k: int, rows: list, threads: int) -> None:
+    g = torch.Generator().manual_seed(m * 7 + n + k)
+    per_set = n * k + m * k * 2
+    sets = copies_for(per_set)
+    ws = [torch.randint(-128, 128, (n, k), dtype=torch.int8, generator=g) for _ in range(sets)]
+    xs = [torch.randn(m, k, generator=g).to(torch.bfloat16) for _ in range(sets)]
+    s = (torch.rand(n, generator=g) / 64).to(torch.bfloat16)
+    check_w8(xs[0], ws[0], s)
+    dst = torch.empty_like(ws[0])
+    cands = {
+        "schedx": lambda i: torch.ops.schedx.w8_linear(xs[i], ws[i], s, None),
+        "aten int8pack": lambda i: torch.ops.aten._weight_int8pack_mm(xs[i], ws[i], s),
+        "read W": lambda i: ws[i].view(torch.int64).sum(),
+        "copy W": lambda i: dst.copy_(ws[i]),
+    }
+    if m >= W8_LARGE_M:
+        cands["dequant+mm"] = lambda i: torch.mm(xs[i], ws[i].to(torch.bfloat16).t()) * s
+    t = time_alternated(cands, sets)
+    rows.append(("w8_linear", f"M={m} N={n} K={k}", threads, t, n * k))
+
+
+def cast_eager(x: torch.Tensor, scale: torch.Tensor):
+    amax = x.abs().max().float()
+    rows = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return rows, rows.t().contiguous(), amax
+
+
+def bench_cast(m: int, k: int, rows: list, threads: int, compiled) -> None:
+    g = torch.Generator().manual_seed(m + k)
+    sets = copies_for(m * k * 4)
+    xs = [(torch.randn(m, k, generator=g) * 100).to(torch.bfloat16) for _ in range(sets)]
+    scale = torch.tensor([1.5], dtype=torch.float32)
+    got = torch.ops.schedx.cast_transpose_fp8_amax(xs[0], scale, torch.float8_e4m3fn)
+    want = cast_eager(xs[0], scale)
+    # schedx's cols is rows' values in column-major storage (f.t().contiguous().t()).
+    for a in got[:2]:
+        if not torch.equal(a.view(torch.uint8), want[0].view(torch.uint8)):
+            raise AssertionError("schedx cast differs from eager")
+    dst = torch.empty_like(xs[0])
+    cands = {
+        "schedx": lambda i: torch.ops.schedx.cast_transpose_fp8_amax(xs[i], scale, torch.float8_e4m3fn),
+        "eager": lambda i: cast_eager(xs[i], scale),
+        "torch.compile": lambda i: compiled(xs[i], scale),
+        "read x": lambda i: xs[i].view(torch.int64).sum(),
+        "copy x": lambda i: dst.copy_(xs[i]),
+    }
+    t = time_alternated(cands, sets)
+    rows.append(("cast_transpose+amax bf16->e4m3", f"{m}x{k}", threads, t, m * k * 2))
+
+
+def table(rows: list) -> List[str]:
+    """One markdown table per operator: medians, and schedx's ratios to each anchor."""
+    out = []
+    for op in dict.fromkeys(r[0] for r in rows):
+        group = [r for r in rows if r[0] == op]
+        names = list(dict.fromkeys(n for r in group for n in r[3]))
+        out += [f"### {op}", "",
+                "| shape | threads | " + " | ".join(f"{n} us" for n in names) +
+                " | schedx speedup vs " + " / ".join(n for n in names if n != "schedx" and not n.startswith(("read", "copy"))) +
+                " | schedx % of read | schedx % of copy |",
+                "|" + "---|" * (len(names) + 5)]
+        for _, shape, threads, t, _bytes in group:
+            anchors = [n for n in names if n != "schedx" and not n.startswith(("read", "copy"))]
+            speed = " / ".join(f"{t[a] / t['schedx']:.2f}x" if a in t else "-" for a in anchors)
+            read = next((t[n] for n in t if n.startswith("read")), None)
+            copy = next((t[n] for n in t if n.startswith("copy")), None)
+            cells = [f"{t[n]:.1f}" if n in t else "-" for n in names]
+            out.append(f"| {shape} | {threads} | " + " | ".join(cells) + f" | {speed} | "
+                       f"{100 * read / t['schedx']:.0f}% | {100 * copy / t['schedx']:.0f}% |")
+        out.append("")
+    return out
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main(argv: Sequence[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small shapes only (proves the script runs)")
+    ap.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1 and all cores)")
+    ap.add_argument("--note", default="", help="a line about the conditions, e.g. 'shared machine, noisy'")
+    args = ap.parse_args(argv)
+    cores = os.cpu_count() or 1
+    thread_counts: List[int] = args.threads or sorted({1, cores})
+    nk, ms, casts = (QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST) if args.quick else (W8_NK, W8_MS, CAST_SHAPES)
+    compiled = torch.compile(cast_eager)
+    rows: list = []
+    for threads in thread_counts:
+        torch.set_num_threads(threads)
+        for n, k in nk:
+            for m in ms:
+                bench_w8(m, n, k, rows, threads)
+        if not args.quick:
+            bench_w8(W8_LARGE_M, 4096, 4096, rows, threads)
+        for m, k in casts:
+            bench_cast(m, k, rows, threads, compiled)
+        print("\n".join(table([r for r in rows if r[2] == threads])), flush=True)
+    date = datetime.datetime.now(datetime.timezone.utc)
+    commit = git_commit()
+    host = os.environ.get("SCHEDX_BENCH_MACHINE", platform.node() or "host")
+    lines = [f"# schedx CPU variants against PyTorch's CPU kernels, {date:%Y-%m-%d}", "",
+             f"- date: {date:%Y-%m-%d %H:%M} UTC",
+             f"- machine: {host}, {cpu_name()}, {cores} cores",
+             f"- torch: {torch.__version__}",
+             f"- commit: {commit}",
+             "- command: `" + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]) + "`",
+             "- timing: medians of 7 rounds, candidates alternated in one process; inputs rotate past 2x the "
+             "last-level cache; read = int64 sum over the same bytes, copy = Tensor.copy_ of them, at the same "
+             "thread count"]
+    if args.note:
+        lines.append(f"- conditions: {args.note}")
+    lines += ["", *table(rows)]
+    name = f"cpu_compare_{date:%Y-%m-%d}_{host}_{commit}{'_quick' if args.quick else ''}.md"
+    path = os.path.join(REPO, "bench", "results", name)
+    for p in [path] + ([os.path.join(os.environ["OUT"], name)] if os.environ.get("OUT") else []):
+        with open(p, "w") as f:
+            f.write("\n".join(lines) + "\n")
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

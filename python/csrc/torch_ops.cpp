@@ -366,8 +366,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> quantize_fp8(Tensor x, std::string re
 
 // ---- w8_linear ----
 
-// y [..., N] = x [..., K] @ w.T * scales (+ bias): checks what the C ABI cannot see
-// (tensor shapes and dtypes), then one C call on x's device and current stream.
 // What the C ABI cannot see of a w8_linear call: devices, dtypes and shapes (a wrong dtype
 // is SCHEDX_ERR_UNSUPPORTED_DTYPE, a wrong shape SCHEDX_ERR_BAD_SIZE, as in the Python kernels).
 void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias) {
@@ -401,8 +399,9 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
     }
 }
 
+// y [..., N] = x [..., K] @ w.T * scales (+ bias), the arguments but y already checked
+// (check_w8_args, once per call), then one C call on x's device and current stream.
 void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias, Tensor &y) {
-    check_w8_args(x, w, scales, bias);
     check_same_device(x, {{&y, "out"}});
     const schedx_dtype x_code = *half_code(x.scalar_type());
     const schedx_dtype s_code = *scale_code(scales.scalar_type());
@@ -449,6 +448,7 @@ Tensor w8_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias) 
 }
 
 void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias, Tensor out) {
+    check_w8_args(x, w, scales, bias);
     w8_into(x, w, scales, bias, out);
 }
 

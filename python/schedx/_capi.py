@@ -166,10 +166,15 @@ def has_w8_linear():
     return hasattr(lib(), "schedx_w8_linear")
 
 
+_num_threads = None  # the count last set: the Python kernels call this on every CPU call
+
+
 def set_num_threads(n: int) -> None:
     """The CPU variants' thread count (a library built before it has none to set)."""
-    if hasattr(lib(), "schedx_set_num_threads"):
+    global _num_threads
+    if n != _num_threads and hasattr(lib(), "schedx_set_num_threads"):
         check(lib().schedx_set_num_threads(n))
+        _num_threads = n
 
 
 def last_error():

@@ -182,13 +182,11 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
             return "clamp bounds are tensors, whose values are unknown at compile time"
         if not _single_user(v):
             return "an intermediate of the cast is used elsewhere"
-        if v.target is aten.clamp_min.default:
-            lo = max(lo, v.args[1])
-        elif v.target is aten.clamp_max.default:
-            hi = min(hi, v.args[1])
-        else:
-            lo = max(lo, _arg(v, 1, "min", lo) if _arg(v, 1, "min") is not None else lo)
-            hi = min(hi, _arg(v, 2, "max", hi) if _arg(v, 2, "max") is not None else hi)
+        low = v.args[1] if v.target is aten.clamp_min.default else (
+            _arg(v, 1, "min") if v.target is aten.clamp.default else None)
+        high = v.args[1] if v.target is aten.clamp_max.default else (
+            _arg(v, 2, "max") if v.target is aten.clamp.default else None)
+        lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
         v = v.args[0]
     if (lo, hi) != (-fmax, fmax):
         return f"the clamp is to ({lo}, {hi}), not to +-{fmax}: schedx saturates to the format's range"
@@ -262,7 +260,7 @@ def _current_scale_of(scale: Node, amax: Node, dtype: torch.dtype) -> Optional[b
     return pow2
 
 
-def _rewrite_cast(graph: Graph, m: _Cast, order: dict[Node, int], report: GraphReport) -> None:
+def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node, int]) -> None:
     vx = _val(m.x)
     amax = _absmax_of(m.x)
     pow2 = None
@@ -305,7 +303,8 @@ def _rewrite_cast(graph: Graph, m: _Cast, order: dict[Node, int], report: GraphR
     m.convert.replace_all_uses_with(rows)
     for clone in m.cols:
         clone.replace_all_uses_with(cols_t)
-    report.rewrites.append(Rewrite(pattern, m.convert.name, f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}"))
+    report.rewrites.append(Rewrite(pattern, m.convert.name,
+                                   f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}"))
 
 
 # ------------------------------------------------------------------ the int8 weight-only linear
@@ -317,7 +316,7 @@ class _W8:
     w: Node                      # int8 [N, K]
     scales: Node
     bias: Optional[Node]
-    out_shape: Optional[list]    # the 3-D view of y, where x was 3-D
+    out_shape: Optional[list]    # the view of y to x's leading dimensions, where x was 3-D
 
 
 def _unsqueezed(n: Any, dim: int) -> Optional[Node]:
@@ -382,7 +381,7 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
     if not _single_user(mm) or not _single_user(r):
         return "the unscaled product is used elsewhere"
     n, k = vw.shape
-    if vs is None or vs.dtype not in W8_SCALE_DTYPES or not _known(vs.numel() == n) or \
+    if vs is None or vs.dtype not in W8_SCALE_DTYPES or not _known(vs.numel() == n) or vs.dim() > vr.dim() or \
             (vs.dim() and not _known(vs.shape[-1] == n)):
         return f"the scales are {None if vs is None else _describe(vs)}: schedx takes one bf16 or fp32 scale per row"
     if vx.dtype not in W8_X_DTYPES:
@@ -402,6 +401,8 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
 
 
 def _rewrite_w8(graph: Graph, m: _W8, report: GraphReport) -> None:
+    """y = w8_linear(x, W, scales, bias) viewed as the replaced node (the scales' broadcast adds
+    no dimension: _match_w8 checks it)."""
     vs = _val(m.scales)
     n = _val(m.w).shape[0]
     with graph.inserting_before(m.result):
@@ -410,8 +411,6 @@ def _rewrite_w8(graph: Graph, m: _W8, report: GraphReport) -> None:
         if m.out_shape is not None:
             y = _emit(graph, aten.reshape.default, y, m.out_shape)
         want = _val(m.result)
-        if list(_val(y).shape) != list(want.shape):  # scales [1, N] against a 2-D y: the same values
-            y = _emit(graph, aten.reshape.default, y, list(want.shape))
         if want.dtype != _val(y).dtype:  # fp32 scales promote the eager product to fp32
             y = _emit(graph, prims.convert_element_type.default, y, want.dtype)
     m.result.replace_all_uses_with(y)
@@ -426,16 +425,15 @@ def rewrite(graph: Graph) -> GraphReport:
     """Rewrites the seed patterns of `graph` in place into torch.ops.schedx calls."""
     report = GraphReport()
     order = {n: i for i, n in enumerate(graph.nodes)}
+    patterns = ((Pattern.CAST_TRANSPOSE, _match_cast, functools.partial(_rewrite_cast, order=order)),
+                (Pattern.W8_LINEAR, _match_w8, _rewrite_w8))
     for node in list(graph.nodes):
-        for pattern, match, apply in ((Pattern.CAST_TRANSPOSE, _match_cast, _rewrite_cast),
-                                      (Pattern.W8_LINEAR, _match_w8, None)):
+        for pattern, match, apply in patterns:
             m = match(node)
             if isinstance(m, str):
                 report.skips.append(Skip(pattern, node.name, m))
-            elif m is not None and apply is not None:
-                apply(graph, m, order, report)
             elif m is not None:
-                _rewrite_w8(graph, m, report)
+                apply(graph, m, report)
     if report.rewrites:
         graph.eliminate_dead_code()
     return report

@@ -266,8 +266,8 @@ def _check_w8_args(x, w, scales, bias):
 
 
 def _w8_into(x, w, scales, bias, y):
-    """y [..., N] = x [..., K] @ w.T * scales (+ bias), y and x of one leading shape."""
-    _check_w8_args(x, w, scales, bias)
+    """y [..., N] = x [..., K] @ w.T * scales (+ bias), y and x of one leading shape; the
+    arguments but y already checked (_check_w8_args)."""
     _same_device(x, (y, "out"))
     k, n, x_code = x.shape[-1], w.shape[0], _X_CODES[x.dtype]
     if y.dtype != x.dtype:
@@ -317,6 +317,7 @@ def w8_linear(x, w, scales, bias=None):
 
 
 def w8_linear_out(x, w, scales, bias, *, out):
+    _check_w8_args(x, w, scales, bias)
     _w8_into(x, w, scales, bias, out)
 
 

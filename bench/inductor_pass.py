@@ -6,7 +6,10 @@
              torch.compile(mode="reduce-overhead") with coordinate-descent tuning, M = 1..16
 Each program is compiled twice (pass off, pass on: two separate compiles with the FX graph
 cache off), then both are timed in turn, ROUNDS rounds, with triton.testing.do_bench (which
-flushes L2 before each call), medians; the ratio is off / on.
+flushes L2 before each call), medians; the ratio is off / on. Beside it, per call: the GPU time
+of its kernels (torch.profiler, summed), the time of 50 calls queued back to back without a
+flush, and the kernels' names, so that a gap between do_bench and the kernels shows whether it
+is host time or a kernel.
 
 Usage (GPU machine, repository root, build/ built):
   SCHEDX_LIBRARY=build/runtime/libschedx.so python3 bench/inductor_pass.py --out f.md
@@ -27,6 +30,7 @@ import schedx.inductor as si  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
 
 ROUNDS = 5
+EXTRA = ["kernels' GPU us without / with", "queued us without / with", "kernels with the pass"]
 
 
 def test_pattern1(x, scale):  # issue 130015's pattern, unchanged
@@ -83,6 +87,40 @@ def alternate(fns, args):
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
+def kernels(f, args, calls=20):
+    """(GPU us per call summed over its kernels, the kernel names) from torch.profiler."""
+    f(*args)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            f(*args)
+        torch.cuda.synchronize()
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+           and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]
+    names = sorted({e.name[:48] for e in gpu})
+    return sum(e.device_time_total for e in gpu) / calls, names
+
+
+def queued(f, args, calls=50):
+    """us per call, calls launched back to back (no flush): the GPU's pace when the host keeps up."""
+    f(*args)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(calls):
+        f(*args)
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
+def breakdown(fns, args):
+    """Cells: GPU kernel us off / on, queued us off / on, and the kernels the pass's program runs."""
+    k = {on: kernels(fns[on], args) for on in fns}
+    q = {on: queued(fns[on], args) for on in fns}
+    return [f"{k[False][0]:.1f} / {k[True][0]:.1f}", f"{q[False]:.1f} / {q[True]:.1f}", "; ".join(k[True][1])]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096x4096,8192x8192,16384x4096")
@@ -105,7 +143,7 @@ def main():
         t = alternate(fns, (x, scale))
         gbs = 4 * m * k / t[True] / 1e3
         rows1.append([shape, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x", f"{gbs:.0f}",
-                      ",".join(fired), "yes" if exact else "NO"])
+                      ",".join(fired), "yes" if exact else "NO"] + breakdown(fns, (x, scale)))
         print(rows1[-1], flush=True)
     torch._inductor.config.coordinate_descent_tuning = True
     mod = WeightOnlyInt8Linear(8192, 8192)
@@ -117,17 +155,17 @@ def main():
             err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
             t = alternate(fns, (x,))
         rows2.append([m, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x",
-                      f"{8192 * 8192 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"])
+                      f"{8192 * 8192 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"] + breakdown(fns, (x,)))
         print(rows2[-1], flush=True)
     write_report("schedx.inductor on unchanged programs", env, [
         f"Each program compiled without and with the pass, timed in turn ({ROUNDS} rounds of "
         "triton.testing.do_bench, L2 flushed before each call), medians in us; ratio = without / with.", "",
         "Issue 130015's test_pattern1 (bf16 x, one-element fp32 scale on the GPU), torch.compile default mode; "
         "GB/s counts 4 bytes per element (2 read, 1 + 1 written); 'equal' = both outputs bit-equal with equal strides:", "",
-        md_table(["M x K", "without us", "with us", "speed-up", "GB/s with", "rewritten", "equal"], rows1), "",
+        md_table(["M x K", "without us", "with us", "speed-up", "GB/s with", "rewritten", "equal"] + EXTRA, rows1), "",
         "gpt-fast's WeightOnlyInt8Linear, N = K = 8192, bf16, mode='reduce-overhead', coordinate-descent tuning; "
         "GB/s over the int8 weight; error = max |y - fp64 reference| / max |reference|, without / with:", "",
-        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"], rows2), ""],
+        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows2), ""],
         args.out)
 
 

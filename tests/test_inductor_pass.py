@@ -103,6 +103,31 @@ def delayed_amax_float(x, s):
     return f, f.t().contiguous().t(), torch.amax(torch.abs(x.float()))
 
 
+def rows_only(x, s):  # Inductor's own cast is one pass too; schedx writes the same rows
+    return ((x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn),)
+
+
+def cols_only(x, s):
+    return ((x * s).clamp(-57344.0, 57344.0).to(torch.float8_e5m2).t().contiguous(),)
+
+
+def cols_only_transposed_back(x, s):
+    return ((x.float() * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).t().contiguous().t(),)
+
+
+def tensor_bounds(x, s):  # 0-dim tensors made in the program: their values are in the graph
+    f = torch.clamp(x * s, torch.tensor(-448.0, device=x.device), torch.tensor(448.0, device=x.device)).to(torch.float8_e4m3fn)
+    return f, f.t().contiguous().t()
+
+
+def rows_amax(x, s):
+    return (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn), x.abs().max()
+
+
+def cols_amax(x, s):
+    return (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).t().contiguous(), torch.amax(torch.abs(x.float()))
+
+
 def current_scaling(pow2):
     """torchao's tensorwise scale of x's own amax (fp64 quotient), then the cast."""
     def fn(x):
@@ -127,7 +152,13 @@ class CastTest(PassCase):
                  (clamp_kwargs_e5m2, torch.float16, Pattern.CAST_TRANSPOSE),
                  (clamp_min_max_scale_first, torch.float32, Pattern.CAST_TRANSPOSE),
                  (delayed_amax, torch.bfloat16, Pattern.CAST_TRANSPOSE_AMAX),
-                 (delayed_amax_float, torch.float16, Pattern.CAST_TRANSPOSE_AMAX)]
+                 (delayed_amax_float, torch.float16, Pattern.CAST_TRANSPOSE_AMAX),
+                 (rows_only, torch.bfloat16, Pattern.CAST_TRANSPOSE),
+                 (cols_only, torch.float16, Pattern.CAST_TRANSPOSE),
+                 (cols_only_transposed_back, torch.bfloat16, Pattern.CAST_TRANSPOSE),
+                 (tensor_bounds, torch.float32, Pattern.CAST_TRANSPOSE),
+                 (rows_amax, torch.bfloat16, Pattern.CAST_TRANSPOSE_AMAX),
+                 (cols_amax, torch.float16, Pattern.CAST_TRANSPOSE_AMAX)]
         for fn, dtype, pattern in cases:
             with self.subTest(fn=fn.__name__, dtype=dtype):
                 torch._dynamo.reset()
@@ -146,13 +177,27 @@ class CastTest(PassCase):
                 self.assertEqual(report.count(Pattern.CURRENT_SCALING), 1, report)
                 self.assert_same_as_eager(fn, (x,), out)
 
+    def test_current_scaling_one_orientation(self):
+        """Current scaling writes both orientations: with only the rows read, the cast alone."""
+        def fn(x):
+            f, _, scale = current_scaling(False)(x)
+            return f, scale
+        x = cast_input(64, 96, torch.bfloat16)
+        out, report = self.compiled(fn, x)
+        self.assertEqual(report.count(Pattern.CAST_TRANSPOSE), 1, report)
+        self.assertTrue(any("only one is used" in skip.reason for skip in report.skips), report)
+        self.assert_same_as_eager(fn, (x,), out)
+
     def test_dynamic_m(self):
         s = torch.tensor([0.5], device=DEVICE)
-        fn = torch.compile(issue_130015, fullgraph=True, dynamic=True)
-        for m in (5, 33, 17):  # M = 1 has no transpose to fuse: f.t().contiguous() is f
-            x = cast_input(m, 48, torch.bfloat16)
-            self.assert_same_as_eager(issue_130015, (x, s), fn(x, s))
-        self.assertEqual(si.last_report().count(Pattern.CAST_TRANSPOSE), 1)
+        for user_fn, pattern in ((issue_130015, Pattern.CAST_TRANSPOSE), (cols_amax, Pattern.CAST_TRANSPOSE_AMAX)):
+            with self.subTest(fn=user_fn.__name__):
+                torch._dynamo.reset()
+                fn = torch.compile(user_fn, fullgraph=True, dynamic=True)
+                for m in (5, 33, 17):  # M = 1 has no transpose to fuse: f.t().contiguous() is f
+                    x = cast_input(m, 48, torch.bfloat16)
+                    self.assert_same_as_eager(user_fn, (x, s), fn(x, s))
+                self.assertEqual(si.last_report().count(pattern), 1)
 
     def test_unsupported_left_alone(self):
         """Each is left to Inductor with its reason in the report, and still equals eager."""
@@ -183,14 +228,15 @@ class CastTest(PassCase):
             f = (x * s).clamp(-240.0, 240.0).to(E4M3)
             return f, f.t().contiguous()
 
-        def rows_only(x, s):
-            return ((x * s).clamp(-448.0, 448.0).to(E4M3),)
+        def computed_bounds(x, s):  # tensor bounds computed at run time: values unknown when compiling
+            f = torch.clamp(x * s, -224.0 * s, 224.0 * s).to(E4M3)
+            return f, f.t().contiguous()
 
         cases = [(divided, "x / s"), (zero_dim_scale, "rounded to torch.bfloat16"),
                  (per_row_scale, "one-element float32 scale"), (transposed_x, "strides"),
-                 (narrower_clamp, "not to +-448"), (rows_only, "no transposed copy")]
+                 (narrower_clamp, "not to +-448"), (computed_bounds, "unknown at compile time")]
         if DEVICE == "cpu":
-            cases.append((float64_x, "computed in torch.float64"))
+            cases.append((float64_x, "in torch.float64"))
         for fn, reason in cases:
             with self.subTest(fn=fn.__name__):
                 torch._dynamo.reset()

@@ -130,14 +130,14 @@ def _single_user(n: Node) -> bool:
     return len(n.users) == 1
 
 
-def _emit(graph: Graph, target: Callable, *args: Any) -> Node:
+def _emit(graph: Graph, target: Callable, *args: Any, **kwargs: Any) -> Node:
     """A call node with its fake value computed from its inputs' (what Inductor's lowering reads)."""
-    node = graph.call_function(target, args)
-    fake_args = torch.fx.node.map_arg(args, _val)
-    vals = [v for v in torch.utils._pytree.tree_leaves(fake_args) if isinstance(v, torch.Tensor)]
+    node = graph.call_function(target, args, kwargs)
+    fake_args, fake_kwargs = torch.fx.node.map_arg((args, kwargs), _val)
+    vals = [v for v in torch.utils._pytree.tree_leaves((fake_args, fake_kwargs)) if isinstance(v, torch.Tensor)]
     mode = torch._guards.detect_fake_mode(vals)
     with (mode if mode is not None else contextlib.nullcontext()):
-        node.meta["val"] = target(*fake_args)
+        node.meta["val"] = target(*fake_args, **fake_kwargs)
     return node
 
 
@@ -165,6 +165,20 @@ class _Cast:
     scale: Node         # one fp32 element
     dtype: torch.dtype
     cols: list[Node]    # f.t().contiguous() nodes, [K, M] contiguous
+    rows: bool          # f itself is read (not only through its transposed copies)
+
+
+_UNKNOWN = object()
+
+
+def _bound(b: Any) -> Any:
+    """A clamp bound's value: a number, None for no bound, or _UNKNOWN for a tensor whose value
+    the graph does not state (a 0-dim tensor made in the program is a full([], v) node)."""
+    if b is None or isinstance(b, (int, float)):
+        return b
+    if _is(b, aten.full.default) and list(b.args[0]) == [] and isinstance(b.args[1], (int, float)):
+        return b.args[1]
+    return _UNKNOWN
 
 
 def _match_cast(conv: Node) -> Union[_Cast, str, None]:
@@ -178,14 +192,17 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
         return (f"x * s is rounded to {v.args[1]} before the cast (a 0-dim scale keeps x's dtype); "
                 "schedx computes it in fp32")
     while _is(v, *_CLAMP_SCALARS, *_CLAMP_TENSORS):
-        if v.target in _CLAMP_TENSORS:
-            return "clamp bounds are tensors, whose values are unknown at compile time"
         if not _single_user(v):
             return "an intermediate of the cast is used elsewhere"
-        low = v.args[1] if v.target is aten.clamp_min.default else (
-            _arg(v, 1, "min") if v.target is aten.clamp.default else None)
-        high = v.args[1] if v.target is aten.clamp_max.default else (
-            _arg(v, 2, "max") if v.target is aten.clamp.default else None)
+        low = v.args[1] if v.target in (aten.clamp_min.default, aten.clamp_min.Tensor) else (
+            _arg(v, 1, "min") if v.target in (aten.clamp.default, aten.clamp.Tensor) else None)
+        high = v.args[1] if v.target in (aten.clamp_max.default, aten.clamp_max.Tensor) else (
+            _arg(v, 2, "max") if v.target in (aten.clamp.default, aten.clamp.Tensor) else None)
+        low, high = _bound(low), _bound(high)
+        if low is _UNKNOWN or high is _UNKNOWN:
+            return "a clamp bound is a tensor whose value is unknown at compile time (a graph input)"
+        if _val(v).dtype != torch.float32:
+            return f"the clamp computes in {_val(v).dtype}; schedx computes in fp32"
         lo, hi = (lo if low is None else max(lo, low)), (hi if high is None else min(hi, high))
         v = v.args[0]
     if (lo, hi) != (-fmax, fmax):
@@ -214,12 +231,12 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
         return f"x on {vx.device} and the scale on {vs.device}: schedx needs both on one CPU or CUDA device"
     if not _known(vx.stride(1) == 1) and not _known(vx.shape[1] == 1):
         return f"x has strides {tuple(vx.stride())}: schedx would copy it to row-major first"
-    cols = [u for p in conv.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]
-            for u in p.users if _is(u, aten.clone.default)
-            and u.kwargs.get("memory_format", torch.contiguous_format) == torch.contiguous_format]
-    if not cols:
-        return "no transposed copy f.t().contiguous(): Inductor's cast alone is already one pass"
-    return _Cast(conv, x, scale, dtype, cols)
+    # f.t().contiguous() nodes: each transpose of f whose only users are contiguous copies.
+    transposes = [p for p in conv.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]
+                  and all(_is(u, aten.clone.default) and u.kwargs.get("memory_format", torch.contiguous_format)
+                          == torch.contiguous_format for u in p.users)]
+    cols = [u for p in transposes for u in p.users]
+    return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users))
 
 
 def _absmax_of(x: Node) -> Optional[Node]:
@@ -264,6 +281,10 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
     vx = _val(m.x)
     amax = _absmax_of(m.x)
     pow2 = None
+    if amax is not None and amax in _ancestors(m.scale) and not (m.rows and m.cols):
+        report.skips.append(Skip(Pattern.CURRENT_SCALING, m.convert.name,
+                                 "current scaling writes both orientations and only one is used: cast alone"))
+        amax = None
     if amax is not None and amax in _ancestors(m.scale):
         pow2 = _current_scale_of(m.scale, amax, m.dtype)
         if pow2 is None:  # the scale comes from the amax by other math: cast with it, keep the amax
@@ -278,6 +299,12 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
                                  "the amax is used before the scale is computed: cast alone"))
         amax, replaced = None, [m.convert, *m.cols]
         first = min(replaced, key=order.__getitem__)
+    if not (m.rows and m.cols):
+        _rewrite_one_orientation(graph, m, amax, first)
+        report.rewrites.append(Rewrite(Pattern.CAST_TRANSPOSE_AMAX if amax is not None else Pattern.CAST_TRANSPOSE,
+                                       m.convert.name, f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}, "
+                                       + ("rows" if m.rows else "the transposed copy") + " only"))
+        return
     with graph.inserting_before(first):
         if pow2 is not None:
             pattern = Pattern.CURRENT_SCALING
@@ -305,6 +332,32 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
         clone.replace_all_uses_with(cols_t)
     report.rewrites.append(Rewrite(pattern, m.convert.name,
                                    f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}"))
+
+
+def _rewrite_one_orientation(graph: Graph, m: _Cast, amax: Optional[Node], first: Node) -> None:
+    """f alone or f.t().contiguous() alone: cast_transpose_fp8_out into new buffers, the other
+    orientation not written (a null output in schedx's ABI)."""
+    with graph.inserting_before(first):
+        if m.rows:
+            out = _emit(graph, aten.empty_like.default, m.x, dtype=m.dtype, memory_format=torch.contiguous_format)
+            rows, cols = out, None
+        else:  # cols is (M, K) with strides (1, M): a transposed view of a [K, M] buffer
+            xt = _emit(graph, aten.permute.default, m.x, [1, 0])
+            out = _emit(graph, aten.empty_like.default, xt, dtype=m.dtype, memory_format=torch.contiguous_format)
+            rows, cols = None, _emit(graph, aten.permute.default, out, [1, 0])
+        amax_out = scale_inv = None
+        if amax is not None:
+            amax_out = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
+            scale_inv = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
+        graph.call_function(torch.ops.schedx.cast_transpose_fp8_out.default, (m.x, m.scale),
+                            {"rows": rows, "cols": cols, "amax": amax_out, "scale_inv": scale_inv})
+        if amax is not None:
+            new_amax = _emit(graph, aten.reshape.default, amax_out, [])
+            if _val(amax).dtype != torch.float32:
+                new_amax = _emit(graph, prims.convert_element_type.default, new_amax, _val(amax).dtype)
+            amax.replace_all_uses_with(new_amax)
+    for n in [m.convert] + m.cols:
+        n.replace_all_uses_with(out)
 
 
 # ------------------------------------------------------------------ the int8 weight-only linear

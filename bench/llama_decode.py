@@ -120,8 +120,12 @@ class GptFastInt8Linear(torch.nn.Module):
 
 
 def weight_bytes(model):
-    return sum(b.numel() * b.element_size() for n, b in model.named_buffers() if n.endswith("weight")) + sum(
-        p.numel() * p.element_size() for n, p in model.named_parameters()
+    # torchao's Int8Tensor reports its outer dtype (bf16): count the int8 data it holds
+    def stored(t):
+        t = getattr(t, "qdata", t)
+        return t.numel() * t.element_size()
+    return sum(stored(b) for n, b in model.named_buffers() if n.endswith("weight")) + sum(
+        stored(p) for n, p in model.named_parameters()
         if n.endswith("weight") and "norm" not in n and "embeddings" not in n)
 
 

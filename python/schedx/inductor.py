@@ -6,7 +6,8 @@
 
 The pass rewrites, in each graph Inductor compiles (forward and backward alike):
   - the fp8 cast with its transposed copy, `f = clamp(x * s, -fmax, fmax).to(fp8)` and
-    `f.t().contiguous()` (with or without the final `.t()`), into schedx's cast_transpose_fp8;
+    `f.t().contiguous()` (with or without the final `.t()`), into schedx's cast_transpose_fp8,
+    and either one alone into cast_transpose_fp8_out with the other output null;
     with `max|x|` of the same x in the graph (delayed scaling), into cast_transpose_fp8_amax;
     with torchao's tensorwise scale of that amax (current scaling), into
     cast_transpose_fp8_current_scaling;

@@ -119,10 +119,11 @@ private:
     // cuda_gemv: K as vectors of 32 elements (4 W words, 16 x words); lane l of a warp takes
     // vectors 32c + l, so each warp-wide load of W reads 512 contiguous bytes. Nibble i of a
     // word becomes a float by one AND-OR into 2^23's mantissa (bits 4p..4p+3 of the word give
-    // 2^23 + u * 16^p, p = i; nibbles 6 and 7 from the word shifted right by 8, p = i - 2) and
-    // one subtraction of 2^23; x is scaled by 16^-p instead (exact: a power of two, once per
-    // lane and vector, shared by its rows), so each weight costs LOP3, FADD and FFMA (25
-    // instructions per 8 weights with the shift). The lanes meet in five shuffle halvings.
+    // 2^23 + u * 16^p, p = i for i < 5; nibbles 5..7 from the word shifted right by 12, p = i - 3:
+    // position 5 would reach the exponent) and one subtraction of 2^23; x is scaled by 16^-p
+    // instead (exact: a power of two, once per lane and vector, shared by its rows), so each
+    // weight costs LOP3, FADD and FFMA (25 instructions per 8 weights with the shift). The lanes
+    // meet in five shuffle halvings.
     void define_lane_sum(Expr kk) {
         using schedx::w4::kVectorElems;
         Expr vectors = kk / kVectorElems;
@@ -130,12 +131,12 @@ private:
         Expr vec = min(c * 32 + l, vectors - 1);  // lanes past K re-read the last vector and add 0
         w_rows(e, l, c, n) = (*w)(vec * (kVectorElems / 8) + e, clamp(n, 0, w->dim(1).extent() - 1));
         x_rows(e, l, c, m) = (*x)(vec * (kVectorElems / 2) + e, clamp(m, 0, x->dim(1).extent() - 1));
-        Expr p = select(e % 8 < 6, e % 8, e % 8 - 2);  // the nibble's position in the (shifted) word
+        Expr p = select(e % 8 < 5, e % 8, e % 8 - 3);  // the nibble's position in the (shifted) word
         Expr half = (x_rows(e / 2, l, c, m) >> cast<uint32_t>((e % 2) * 16)) & schedx::u32(0xFFFF);
         xr(e, l, c, m) = decode(x_type, half);
         xq(e, l, c, m) = xr(e, l, c, m) * reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
         Expr word = w_rows(e / 8, l, c, n);
-        Expr src = select(e % 8 < 6, word, word >> 8);
+        Expr src = select(e % 8 < 5, word, word >> 12);
         // 2^23's bits as a value ptxas cannot fold (W's row pitch is at least K / 8 > 0): with two
         // constants, AND and OR became two LOP3s, with one of them in a register one.
         Expr magic = select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));

@@ -216,11 +216,12 @@ TEST_CASE("w4_linear: empty operands") {
         CHECK(check({3, 5, 0, 32, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, false, bias}, 1) == "");
         CHECK(check({2, 9, 0, 128, 0, 0, 0, SCHEDX_FP16, SCHEDX_BF16, true, bias}, 1) == "");
     }
-    // M = 0 or N = 0 writes nothing and reads nothing: NULL pointers are valid.
-    uint16_t y = 0x1234;
-    CHECK(schedx_w4_linear(nullptr, 0, 64, 64, SCHEDX_BF16, nullptr, 3, 8, 64, nullptr, nullptr, SCHEDX_BF16, nullptr,
-                           &y, 3, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
-    CHECK(schedx_w4_linear(nullptr, 2, 64, 64, SCHEDX_BF16, nullptr, 0, 8, 64, nullptr, nullptr, SCHEDX_BF16, nullptr,
+    // M = 0 or N = 0 writes nothing: the empty operands' pointers may be NULL.
+    uint16_t y = 0x1234, x[64] = {}, scales[3] = {};
+    uint32_t w[24] = {};
+    CHECK(schedx_w4_linear(nullptr, 0, 64, 64, SCHEDX_BF16, w, 3, 8, 64, scales, nullptr, SCHEDX_BF16, nullptr,
+                           nullptr, 3, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    CHECK(schedx_w4_linear(x, 1, 64, 64, SCHEDX_BF16, nullptr, 0, 8, 64, nullptr, nullptr, SCHEDX_BF16, nullptr,
                            nullptr, 1, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
     CHECK(y == 0x1234);
 }

@@ -187,8 +187,9 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
  * M = 0 or N = 0 writes nothing; K = 0 writes y = bias (or 0) rounded to x_dtype. Every
  * pointer is a multiple of its element size; the GEMV kernels (CUDA, M = 1) take x and w
  * 16-byte aligned with rows in 16-byte steps (ldx a multiple of 8, ldw of 4); otherwise the
- * general variant runs. Untuned dispatch: on CUDA the GEMV at M = 1 (4 rows of W per warp),
- * the general variant otherwise; on the CPU the 2 x 4 register tile from M = 4 (bf16 x). */
+ * general variant runs. Untuned dispatch (not yet timed on a GPU): on CUDA the GEMV (4 rows of
+ * W per warp, one pass over W per row of x) up to M = 16, the general variant past it; on the
+ * CPU the 2 x 4 register tile from M = 4 (not for fp16 x with bf16 scales). */
 schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
                                const uint32_t *w, int64_t n, int64_t ldw, int64_t group_size, const void *scales,
                                const void *zeros, schedx_dtype scales_dtype, const void *bias, void *y, int64_t ldy,

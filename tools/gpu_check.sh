@@ -5,7 +5,7 @@
 # $OUT/gpu_check.tar.gz (the device tool brings back at most 8 files), or ./gpu_out.
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels] [inductor] [decode_pass] [hf_generate]
-#   [torchops] [hostops] [train] [decode] [ragged] [absmax]  (the last three need torchao on PYTHONPATH for train;
+#   [torchops] [hostops] [train] [decode] [ragged] [absmax] [w4] (issue 50: w4_linear explored, bench/w4_linear.py)  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (what was built or changed without a GPU run: forced tests, memcheck, timed where explore
@@ -219,6 +219,15 @@ for step in $steps; do
         --shapes 8192x8192,16384x4096,16384x14336 --csv "$out/explore_abs_max.csv" \
         > "$out/explore_abs_max.md" 2> "$out/explore_abs_max.err" || rc=1
       grep -h -A3 "^| rank\|dispatch chose" "$out/explore_abs_max.md" ;;
+    w4)  # issue 50: w4_linear's CUDA variants checked against fp64 and timed after a dirty L2 against a
+         # read-only kernel over the same bytes (explore), then bench/w4_linear.py: torchao's int4, gpt-fast's, bf16 cuBLAS
+      build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
+        --shapes 1x8192x8192,1x6144x4096,1x4096x4096,1x28672x4096,1x4096x14336,2x8192x8192,16x8192x8192 \
+        --csv "$out/explore_w4_linear.csv" > "$out/explore_w4_linear.md" 2> "$out/explore_w4_linear.err" || rc=1
+      grep -h -A4 "^| rank\|dispatch chose" "$out/explore_w4_linear.md"
+      (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${BENCH_TIMEOUT:-400}" python3 bench/w4_linear.py \
+         > "$out/w4_bench.log" 2>&1) || rc=1
+      tail -n 16 "$out/w4_bench.log" ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")

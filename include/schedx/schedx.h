@@ -167,6 +167,34 @@ schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
                                int64_t n, int64_t ldw, const void *scales, schedx_dtype scales_dtype,
                                const void *bias, void *y, int64_t ldy, schedx_device device, void *stream);
 
+/* Weight-only group-wise int4 linear (LLM inference, GPTQ / AWQ checkpoints after repacking):
+ *   y[m][n] = sum_g s[n][g] * sum_{k in group g} x[m][k] * (u[n][k] - z[n][g])   (+ bias[n])
+ * x is [M][ldx] of x_dtype (bf16 or fp16); y is [M][ldy] of x_dtype. Groups are group_size
+ * (32, 64 or 128) consecutive k; K is a multiple of group_size; group g holds k in
+ * [g * group_size, (g + 1) * group_size).
+ * w: uint32 words [N][ldw] (ldw >= K / 8 words, a multiple of 4 bytes apart): word j of row n
+ *   holds u[n][8j + i] in bits 4i..4i+3 (i = 0..7, little-endian nibbles; an unsigned 4-bit
+ *   value u in 0..15).
+ * scales: [N][K / group_size] dense, of scales_dtype (bf16 or fp16); zeros: the same shape and
+ *   dtype, or NULL for the symmetric form; bias: [N] of scales_dtype, or NULL.
+ * Two numeric forms:
+ *   symmetric (zeros NULL): z = 8, so the weight is q * s with q = u - 8 in -8..7 (the nibble
+ *     holds q in offset binary, as GPTQ's sym=True checkpoints store it);
+ *   asymmetric (zeros given): the weight is (u - z) * s, z any value of scales_dtype (integers
+ *     0..16 from GPTQ, GPTQ v1's stored zero + 1, and AWQ).
+ * Every weight (u - z) * s is exact in fp32 for integer z; products are summed in fp32 (each
+ * group as sum x * u - z * sum x, scaled once per group) and y rounds to nearest-even once.
+ * M = 0 or N = 0 writes nothing; K = 0 writes y = bias (or 0) rounded to x_dtype. Every
+ * pointer is a multiple of its element size; the GEMV kernels (CUDA, M = 1) take x and w
+ * 16-byte aligned with rows in 16-byte steps (ldx a multiple of 8, ldw of 4); otherwise the
+ * general variant runs. Untuned dispatch (not yet timed on a GPU): on CUDA the GEMV (4 rows of
+ * W per warp, one pass over W per row of x) up to M = 16, the general variant past it; on the
+ * CPU the 2 x 4 register tile from M = 4 (not for fp16 x with bf16 scales). */
+schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                               const uint32_t *w, int64_t n, int64_t ldw, int64_t group_size, const void *scales,
+                               const void *zeros, schedx_dtype scales_dtype, const void *bias, void *y, int64_t ldy,
+                               schedx_device device, void *stream);
+
 /* max |x| over x [M][ldx] (bf16, fp16 or fp32) into the one float amax, for current
  * (just-in-time) scaling: NaN if any element is NaN, 0 for an empty x (M or K = 0, no
  * kernel launched). */
@@ -233,7 +261,7 @@ schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k, int64_t l
 schedx_status schedx_quantize_fp8_scale_shape(schedx_fp8_recipe recipe, int64_t m, int64_t k, int columnwise,
                                               int64_t *n_rows, int64_t *n_cols);
 
-/* Forces the variant of `op` ("cast_transpose", "abs_max", "w8_linear", "quantize_fp8",
+/* Forces the variant of `op` ("cast_transpose", "abs_max", "w8_linear", "w4_linear", "quantize_fp8",
  * "quantize_fp8_axis_codes") by registry name for the calls that follow in this process;
  * NULL or "" returns to automatic dispatch. */
 schedx_status schedx_force_variant(const char *op, const char *variant);

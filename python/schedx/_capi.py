@@ -89,6 +89,7 @@ CAST_TRANSPOSE_CURRENT_SCALING_ARGS = [_ptr, _i64, _i64, _i64, _int, _int, _int,
 ABS_MAX_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr]
 # Bound only when the loaded library exports it.
 W8_LINEAR_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _i64, _i64, _ptr, _int, _ptr, _ptr, _i64, _int, _ptr]
+W4_LINEAR_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _i64, _i64, _i64, _ptr, _ptr, _int, _ptr, _ptr, _i64, _int, _ptr]
 
 _lock = threading.Lock()
 _lib = None
@@ -126,6 +127,9 @@ def _declare(lib):
     if hasattr(lib, "schedx_w8_linear"):
         lib.schedx_w8_linear.restype = _int
         lib.schedx_w8_linear.argtypes = W8_LINEAR_ARGS
+    if hasattr(lib, "schedx_w4_linear"):
+        lib.schedx_w4_linear.restype = _int
+        lib.schedx_w4_linear.argtypes = W4_LINEAR_ARGS
     if hasattr(lib, "schedx_set_num_threads"):
         lib.schedx_set_num_threads.restype = _int
         lib.schedx_set_num_threads.argtypes = [_int]

@@ -4,6 +4,9 @@ Int8WeightOnlyLinear: weight-only int8 inference (symmetric per-output-channel s
 quantized as gpt-fast's WeightOnlyInt8QuantHandler does), its int8-to-bf16 convert inside
 schedx's GEMV and small-batch kernels.
 
+Int4WeightOnlyLinear: group-wise int4 weights (schedx.int4: quantized from a linear, or
+repacked from GPTQ and AWQ checkpoints), dequantized inside schedx_w4_linear's kernels.
+
 Float8Linear: float8 training with tensorwise scales (torchao's tensorwise recipe). The
 forward casts input and weight by the fused cast + transpose, which writes each tensor's
 row-major and column-major fp8 copies in one pass, and multiplies with torch._scaled_mm;
@@ -19,9 +22,10 @@ from typing import Callable, List, Optional
 
 import torch
 
+from . import int4
 from . import ops  # noqa: F401  (registers torch.ops.schedx)
 
-__all__ = ["Int8WeightOnlyLinear", "convert_to_int8_weight_only", "Scaling", "Float8LinearConfig", "Float8Linear",
+__all__ = ["Int8WeightOnlyLinear", "convert_to_int8_weight_only", "Int4WeightOnlyLinear", "convert_to_int4_weight_only", "Scaling", "Float8LinearConfig", "Float8Linear",
            "convert_to_float8_training", "amax_to_scale"]
 
 log = logging.getLogger(__name__)
@@ -134,6 +138,104 @@ def convert_to_int8_weight_only(model: torch.nn.Module,
     and all or nothing; linears of other dtypes (fp32) stay, each with a warning. Returns
     the model; the fqns replaced are logged at INFO level (logger schedx.nn)."""
     _swap(model, Int8WeightOnlyLinear.from_linear, module_filter_fn, Int8WeightOnlyLinear.unsupported)
+    return model
+
+
+# ------------------------------------------------------------------ int4 weight-only
+
+class Int4WeightOnlyLinear(torch.nn.Module):
+    """y = x @ dequantize().T (+ bias), the weight 4-bit in groups of group_size along K
+    (schedx.int4's layout: weight int32 [out, in/8], scales [out, in/group_size], zeros of the
+    scales' shape in the asymmetric form, else None). Inference only: x, the weights and bias
+    get no gradient. x bf16 or fp16; scales, zeros and bias bf16 or fp16 (GPTQ and AWQ
+    checkpoints bring fp16 scales, which a bf16 model keeps as they are)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, group_size: int = 128,
+                 form: int4.Int4Form = int4.Int4Form.SYMMETRIC, device=None, scales_dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        int4._check_group_size(group_size, in_features)
+        if scales_dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"Int4WeightOnlyLinear keeps bf16 or fp16 scales, got {scales_dtype}")
+        self.in_features, self.out_features, self.group_size = in_features, out_features, group_size
+        groups = in_features // group_size
+        self.register_buffer("weight", torch.zeros((out_features, in_features // 8), dtype=torch.int32, device=device))
+        self.register_buffer("scales", torch.ones((out_features, groups), dtype=scales_dtype, device=device))
+        self.register_buffer("zeros", None if int4.Int4Form(form) == int4.Int4Form.SYMMETRIC else
+                             torch.full((out_features, groups), 8.0, dtype=scales_dtype, device=device))
+        self.register_buffer("bias", torch.zeros(out_features, dtype=scales_dtype, device=device) if bias else None)
+
+    @property
+    def packed(self) -> int4.PackedInt4:
+        return int4.PackedInt4(self.weight, self.scales, self.zeros, self.group_size)
+
+    @classmethod
+    def from_packed(cls, p: int4.PackedInt4, bias: Optional[torch.Tensor] = None) -> "Int4WeightOnlyLinear":
+        m = cls(p.w.shape[1] * 8, p.w.shape[0], bias is not None, p.group_size, p.form, p.w.device, p.scales.dtype)
+        m.weight.copy_(p.w)
+        m.scales.copy_(p.scales)
+        if p.zeros is not None:
+            m.zeros.copy_(p.zeros)
+        if bias is not None:
+            m.bias.copy_(bias.detach())
+        return m
+
+    @staticmethod
+    def unsupported(linear: torch.nn.Linear, group_size: int) -> Optional[str]:
+        """Why `linear` cannot be converted (its dtype or in_features), or None."""
+        if linear.weight.dtype not in (torch.bfloat16, torch.float16):
+            return f"Int4WeightOnlyLinear quantizes bf16 or fp16 linears, got {linear.weight.dtype}"
+        if linear.in_features % group_size != 0:
+            return f"in_features {linear.in_features} is not a multiple of group_size {group_size}"
+        return None
+
+    @classmethod
+    def from_linear(cls, linear: torch.nn.Linear, group_size: int = 128,
+                    symmetric: bool = True) -> "Int4WeightOnlyLinear":
+        """Quantized by schedx.int4.quantize's rule: symmetric absmax / 7, or asymmetric min-max
+        with an integer zero point; scales (and bias) in the linear's dtype."""
+        if group_size not in int4.GROUP_SIZES:
+            raise ValueError(f"group_size must be 32, 64 or 128, got {group_size}")
+        reason = cls.unsupported(linear, group_size)
+        if reason is not None:
+            raise ValueError(reason)
+        form = int4.Int4Form.SYMMETRIC if symmetric else int4.Int4Form.ASYMMETRIC
+        return cls.from_packed(int4.quantize(linear.weight, group_size, form), linear.bias)
+
+    @classmethod
+    def from_gptq(cls, qweight, qzeros, scales, g_idx=None, bias=None, *, group_size: int,
+                  checkpoint_format: int4.GptqFormat = int4.GptqFormat.V1, sym: Optional[bool] = None):
+        """A GPTQ layer's tensors (schedx.int4.repack_gptq), exactly; act-order g_idx is refused."""
+        return cls.from_packed(int4.repack_gptq(qweight, qzeros, scales, g_idx, group_size=group_size,
+                                                checkpoint_format=checkpoint_format, sym=sym), bias)
+
+    @classmethod
+    def from_awq(cls, qweight, qzeros, scales, bias=None, *, group_size: int):
+        """An AWQ (GEMM layout) layer's tensors (schedx.int4.repack_awq), exactly."""
+        return cls.from_packed(int4.repack_awq(qweight, qzeros, scales, group_size=group_size), bias)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[out, in]: the weights the kernel multiplies by, (u - z) * s, exact in float32."""
+        return int4.dequantize(self.packed, dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.ops.schedx.w4_linear(x, self.weight, self.scales, self.zeros, self.bias, self.group_size)
+
+    def extra_repr(self):
+        form = "symmetric" if self.zeros is None else "asymmetric"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"group_size={self.group_size}, {form}")
+
+
+def convert_to_int4_weight_only(model: torch.nn.Module, group_size: int = 128, symmetric: bool = True,
+                                module_filter_fn: Optional[Callable[[torch.nn.Module, str], bool]] = None):
+    """Replaces every bf16 or fp16 torch.nn.Linear of `model` (for which module_filter_fn(module,
+    fqn) holds, when given) by an Int4WeightOnlyLinear.from_linear, in place and all or nothing;
+    linears of other dtypes or with in_features off the group stay, each with a warning.
+    Returns the model; the fqns replaced are logged at INFO level (logger schedx.nn)."""
+    if group_size not in int4.GROUP_SIZES:
+        raise ValueError(f"group_size must be 32, 64 or 128, got {group_size}")
+    _swap(model, lambda lin: Int4WeightOnlyLinear.from_linear(lin, group_size, symmetric), module_filter_fn,
+          lambda lin: Int4WeightOnlyLinear.unsupported(lin, group_size))
     return model
 
 

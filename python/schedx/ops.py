@@ -19,6 +19,7 @@ as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
   abs_max(x) -> amax
   w8_linear(x, w, scales, bias=None) -> y
   w8_linear_out(x, w, scales, bias, *, out)
+  w4_linear(x, w, scales, zeros, bias, group_size) -> y   (group-wise int4: schedx.int4)
   quantize_fp8(x, recipe, dtype, pow2_scales=True, epsilon=0.0, mx_mode="rceil")
       -> (rows, rows_scale, cols, cols_scale)   (block-scaled recipes: schedx.quantize)
 
@@ -28,7 +29,7 @@ docs/pytorch.md's convention table says the same for every op.
 
 Every tensor of a call must be on x's device (the fake implementations check it too, so
 a meta tensor beside real ones raises instead of returning uninitialised outputs).
-w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
+w4_linear has only a Python kernel (no C++ one yet). w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
 frozen); the other ops have no derivative and raise when an input requires grad in a
 grad-enabled region. Both are Python Autograd kernels: outside torch.inference_mode()
 every call through the dispatcher (eager, or torch.compile's code) pays their host time
@@ -62,6 +63,7 @@ _lib.define("cast_transpose_fp8_current_scaling(Tensor x, ScalarType dtype, bool
 _lib.define("abs_max(Tensor x) -> Tensor")
 _lib.define("w8_linear(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
 _lib.define("w8_linear_out(Tensor x, Tensor w, Tensor scales, Tensor? bias, *, Tensor(a!) out) -> ()")
+_lib.define("w4_linear(Tensor x, Tensor w, Tensor scales, Tensor? zeros, Tensor? bias, int group_size) -> Tensor")
 _lib.define("quantize_fp8(Tensor x, str recipe, ScalarType dtype, bool pow2_scales=True, float epsilon=0.0, "
             f"str mx_mode=\"{MxScaleMode.RCEIL.value}\") -> "
             "(Tensor rows, Tensor rows_scale, Tensor cols, Tensor cols_scale)")
@@ -321,6 +323,65 @@ def w8_linear_out(x, w, scales, bias, *, out):
     _w8_into(x, w, scales, bias, out)
 
 
+_W4_SCALE_CODES = {torch.bfloat16: _capi.BF16, torch.float16: _capi.FP16}
+
+
+def _check_w4_args(x, w, scales, zeros, bias, group_size):
+    """What the C ABI cannot see of a w4_linear call: devices, dtypes and shapes."""
+    _same_device(x, (w, "w"), (scales, "scales"), (zeros, "zeros"), (bias, "bias"))
+    if x.dtype not in (torch.bfloat16, torch.float16):
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"x must be bf16 or fp16, got {x.dtype}")
+    if x.dim() < 1:
+        _fail(Status.ERR_BAD_SIZE, "x must be [..., K], got a 0-d tensor")
+    if group_size not in (32, 64, 128):
+        _fail(Status.ERR_BAD_SIZE, f"group_size must be 32, 64 or 128, got {group_size}")
+    k = x.shape[-1]
+    if k % group_size != 0:
+        _fail(Status.ERR_BAD_SIZE, f"K ({k}) must be a multiple of group_size ({group_size})")
+    if w.dtype != torch.int32:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"w must be int32 [N, {k // 8}] (8 nibbles a word), got {w.dtype}")
+    if w.dim() != 2 or w.shape[1] != k // 8:
+        _fail(Status.ERR_BAD_SIZE, f"w must be int32 [N, {k // 8}] (8 nibbles a word), got shape {tuple(w.shape)}")
+    n, groups = w.shape[0], k // group_size
+    if scales.dtype not in _W4_SCALE_CODES:
+        _fail(Status.ERR_UNSUPPORTED_DTYPE, f"scales must be bf16 or fp16 [{n}, {groups}], got {scales.dtype}")
+    for t, name, shape in ((scales, "scales", (n, groups)), (zeros, "zeros", (n, groups)), (bias, "bias", (n,))):
+        if t is None:
+            continue
+        if t.dtype != scales.dtype:
+            _fail(Status.ERR_UNSUPPORTED_DTYPE, f"{name} must have scales' dtype {scales.dtype}, got {t.dtype}")
+        if tuple(t.shape) != shape:
+            _fail(Status.ERR_BAD_SIZE, f"{name} must have shape {shape}, got {tuple(t.shape)}")
+
+
+def w4_linear(x, w, scales, zeros, bias, group_size):
+    _check_w4_args(x, w, scales, zeros, bias, group_size)
+    k, n = x.shape[-1], w.shape[0]
+    y = x.new_empty(x.shape[:-1] + (n,))
+    x2, m, _, ldx = _matrix(x if x.dim() == 2 else x.reshape(-1, k), "x")
+    w, _, _, ldw = _matrix(w, "w")
+    if m == 0 or n == 0:
+        return y
+    scales, zeros, bias = (None if t is None else t.contiguous() for t in (scales, zeros, bias))
+    device, stream = _device_args(x)
+    _capi.check(_capi.lib().schedx_w4_linear(
+        x2.data_ptr(), m, k, ldx, _X_CODES[x.dtype], w.data_ptr() if k else None, n, ldw, group_size,
+        scales.data_ptr() if k else None, None if zeros is None or not k else zeros.data_ptr(),
+        _W4_SCALE_CODES[scales.dtype], None if bias is None else bias.data_ptr(), y.data_ptr(), n, device, stream))
+    return y
+
+
+# No C++ kernel yet: the Python one serves both kernel choices.
+_lib.impl("w4_linear", w4_linear, "CPU")
+_lib.impl("w4_linear", w4_linear, "CUDA")
+
+
+@torch.library.register_fake("schedx::w4_linear")
+def _(x, w, scales, zeros, bias, group_size):
+    _check_w4_args(x, w, scales, zeros, bias, group_size)
+    return x.new_empty(x.shape[:-1] + (w.shape[0],))
+
+
 def _fp8_name(dtype):
     if dtype not in _FP8_CODES:
         _fail(Status.ERR_UNSUPPORTED_FORMAT, f"dtype must be float8_e4m3fn or float8_e5m2, got {dtype}")
@@ -479,7 +540,7 @@ def _refuse_grad(name):
 
 
 for _name in ("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_out",
-              "cast_transpose_fp8_current_scaling", "abs_max", "quantize_fp8", "w8_linear_out"):
+              "cast_transpose_fp8_current_scaling", "abs_max", "quantize_fp8", "w8_linear_out", "w4_linear"):
     _refuse_grad(_name)
 
 

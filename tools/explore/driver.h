@@ -50,6 +50,7 @@ struct OpDriver {
 const OpDriver &abs_max_driver();
 const OpDriver &cast_transpose_driver();
 const OpDriver &w8_linear_driver();
+const OpDriver &w4_linear_driver();
 const OpDriver &quantize_fp8_driver();
 
 }  // namespace explore

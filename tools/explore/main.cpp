@@ -24,7 +24,7 @@ namespace {
 
 const std::vector<const OpDriver *> &drivers() {
     static const std::vector<const OpDriver *> all{&cast_transpose_driver(), &w8_linear_driver(), &quantize_fp8_driver(),
-                                                   &abs_max_driver()};
+                                                   &abs_max_driver(), &w4_linear_driver()};
     return all;
 }
 

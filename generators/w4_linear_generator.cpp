@@ -1,0 +1,256 @@
+// Weight-only group-wise int4 linear (LLM inference), include/schedx/schedx.h's schedx_w4_linear:
+//   y[m][n] = sum_g s[n][g] * sum_{k in g} x[m][k] * (u[n][k] - z[n][g])   (+ bias[n])
+// x bf16 or fp16 [M, K]; u the unsigned nibbles of W, word j of row n holding k = 8j + i in bits
+// 4i..4i+3 (w4_linear_layout.h); s, z (zero points) and bias bf16 or fp16 [N, K/G] and [N] in the
+// scales' dtype; y [M, N] in x's dtype, rounded to nearest-even once from the fp32 sum. The
+// symmetric form has no zero points: z = 8 (the nibble holds q + 8, offset binary).
+//
+// Every schedule computes each group as dot - z * xsum (dot = sum x * u, xsum = sum x): the
+// zero point costs one multiply-add per group instead of a subtraction per weight, and xsum
+// is shared by every row of W.
+//
+// Runtime parameters: group_size (32, 64 or 128; the runtime checks it), has_zeros and
+// has_bias (0 or 1). Without zero points or bias the runtime binds the scales in their place,
+// read in cache with the scales and never used: one pipeline serves all four forms (per group
+// or output that is one load and a select, against a doubled variant list).
+#include "Halide.h"
+#include "numerics.h"
+#include "w4_linear_layout.h"
+
+namespace {
+
+using namespace Halide;
+using schedx::ElemType;
+
+class W4Linear : public Generator<W4Linear> {
+public:
+    GeneratorParam<ElemType> x_type{"x_type", ElemType::bf16, schedx::elem_type_names()};      // bf16 | fp16
+    GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp16
+    GeneratorParam<std::string> sched{"schedule", "cpu"};  // cpu | cuda_general | cuda_gemv
+    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // cuda_gemv: rows of W per warp; cpu: per register tile
+    GeneratorParam<int> warps{"warps", 4};                  // cuda_gemv: warps per block
+    GeneratorParam<int> batch{"batch", 1};                  // cpu: rows of x per register tile
+    // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
+    // tests build the lane layout for the CPU (tests/test_w4_linear_cpu.cpp). No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
+
+    void configure() {
+        if (x_type == ElemType::fp32 || scale_type == ElemType::fp32) {
+            throw std::invalid_argument("x_type and scale_type are bf16 or fp16");
+        }
+        const std::string s = sched;
+        if (s != "cpu" && s != "cuda_general" && s != "cuda_gemv") throw std::invalid_argument("unknown schedule " + s);
+        lanes = s == "cuda_gemv";
+        // The lane layout reads x as words of two elements and W's vectors as 16-byte loads.
+        x = add_input<Buffer<>>("x", lanes ? UInt(32) : UInt(16), 2);
+        w = add_input<Buffer<>>("w", UInt(32), 2);
+        scales = add_input<Buffer<>>("scales", UInt(16), 2);
+        zeros = add_input<Buffer<>>("zeros", UInt(16), 2);
+        bias = add_input<Buffer<>>("bias", UInt(16), 1);
+        group_size = add_input<int32_t>("group_size");
+        has_zeros = add_input<int32_t>("has_zeros");
+        has_bias = add_input<int32_t>("has_bias");
+        y = add_output<Buffer<>>("y", UInt(16), 2);
+    }
+
+    void generate() {
+        // THE ALGORITHM
+        const Expr G = 32 * (*group_size / 32);  // whole vectors of 32, as the runtime checks
+        Expr groups = scales->dim(0).extent();
+        // Rows beyond N or M (a tile's padding) read the last row; their results are never stored.
+        Expr mc = clamp(m, 0, x->dim(1).extent() - 1);
+        auto nc = [&](Expr row) { return clamp(row, 0, w->dim(1).extent() - 1); };
+        sf(g, n) = decode(scale_type, (*scales)(g, nc(n)));
+        zf(g, n) = select(*has_zeros != 0, decode(scale_type, (*zeros)(g, nc(n))), schedx::w4::kSymmetricZero);
+        if (lanes) {
+            define_lane_sum(groups * G);
+        } else {
+            xf(k, m) = decode(x_type, (*x)(k, mc));
+            uf(k, n) = cast<float>(((*w)(k / 8, nc(n)) >> cast<uint32_t>((k % 8) * 4)) & schedx::u32(0xF));
+            rj = RDom(0, G, "rj");
+            xsum(g, m) = 0.0f;
+            xsum(g, m) += xf(g * G + rj, m);
+            dot(g, n, m) = 0.0f;
+            dot(g, n, m) += xf(g * G + rj, m) * uf(g * G + rj, n);
+            rg = RDom(0, groups, "rg");
+            acc(n, m) = 0.0f;
+            acc(n, m) += sf(rg, n) * (dot(rg, n, m) - zf(rg, n) * xsum(rg, m));
+        }
+        Expr out = acc(n, m) + select(*has_bias != 0, decode(scale_type, (*bias)(nc(n))), 0.0f);
+        (*y)(n, m) = cast<uint16_t>(schedx::float_to_half_bits(out, x_type));
+
+        // ESTIMATES
+        const int epw = lanes ? 2 : 1;
+        x->set_estimates({{0, 8192 / epw}, {0, 1}});
+        w->set_estimates({{0, 1024}, {0, 8192}});
+        scales->set_estimates({{0, 64}, {0, 8192}});
+        zeros->set_estimates({{0, 64}, {0, 8192}});
+        bias->set_estimates({{0, 8192}});
+        group_size->set_estimate(128);
+        has_zeros->set_estimate(1);
+        has_bias->set_estimate(0);
+        y->set_estimates({{0, 8192}, {0, 1}});
+
+        // THE SCHEDULE
+        if (lanes) constrain_words();
+        if (default_schedule) return;
+        const std::string s = sched;
+        if (s == "cpu") schedule_cpu();
+        else if (s == "cuda_general") schedule_cuda_general();
+        else schedule_cuda_gemv();
+    }
+
+private:
+    Var k{"k"}, n{"n"}, m{"m"}, g{"g"}, e{"e"}, l{"l"}, c{"c"}, v{"v"}, u{"u"};
+    Var no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, nt{"nt"}, mo{"mo"}, mi{"mi"};
+    bool lanes = false;
+    Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *zeros = nullptr, *bias = nullptr;
+    Input<int32_t> *group_size = nullptr, *has_zeros = nullptr, *has_bias = nullptr;
+    Output<Buffer<>> *y = nullptr;
+    Func sf{"sf"}, zf{"zf"}, xf{"xf"}, uf{"uf"}, xsum{"xsum"}, dot{"dot"}, acc{"acc"};
+    RDom rj, rg, re, rc;
+    // cuda_gemv: a lane's words of W and x per vector, its vector's scaled x and weights, sums.
+    Func w_rows{"w_rows"}, x_rows{"x_rows"}, xq{"xq"}, xr{"xr"}, wq{"wq"}, vdot{"vdot"}, vxsum{"vxsum"};
+    Func lane_sum{"lane_sum"};
+    std::vector<Func> lane_tree;
+
+    static Expr decode(ElemType t, Expr bits) { return schedx::decode_to_float(cast<uint32_t>(bits), t); }
+
+    // cuda_gemv: K as vectors of 32 elements (4 W words, 16 x words); lane l of a warp takes
+    // vectors 32c + l, so each warp-wide load of W reads 512 contiguous bytes. Nibble i of a
+    // word becomes a float by one AND-OR into 2^23's mantissa (bits 4p..4p+3 of the word give
+    // 2^23 + u * 16^p, p = i for i < 5; nibbles 5..7 from the word shifted right by 12, p = i - 3:
+    // position 5 would reach the exponent) and one subtraction of 2^23; x is scaled by 16^-p
+    // instead (exact: a power of two, once per lane and vector, shared by its rows), so each
+    // weight costs LOP3, FADD and FFMA (25 instructions per 8 weights with the shift). The lanes
+    // meet in five shuffle halvings.
+    void define_lane_sum(Expr kk) {
+        using schedx::w4::kVectorElems;
+        Expr vectors = kk / kVectorElems;
+        Expr chunks = (vectors + 31) / 32;
+        Expr vec = min(c * 32 + l, vectors - 1);  // lanes past K re-read the last vector and add 0
+        w_rows(e, l, c, n) = (*w)(vec * (kVectorElems / 8) + e, clamp(n, 0, w->dim(1).extent() - 1));
+        x_rows(e, l, c, m) = (*x)(vec * (kVectorElems / 2) + e, clamp(m, 0, x->dim(1).extent() - 1));
+        Expr p = select(e % 8 < 5, e % 8, e % 8 - 3);  // the nibble's position in the (shifted) word
+        Expr half = (x_rows(e / 2, l, c, m) >> cast<uint32_t>((e % 2) * 16)) & schedx::u32(0xFFFF);
+        xr(e, l, c, m) = decode(x_type, half);
+        xq(e, l, c, m) = xr(e, l, c, m) * reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
+        Expr word = w_rows(e / 8, l, c, n);
+        Expr src = select(e % 8 < 5, word, word >> 12);
+        // 2^23's bits as a value ptxas cannot fold (W's row pitch is at least K / 8 > 0): with two
+        // constants, AND and OR became two LOP3s, with one of them in a register one.
+        Expr magic = select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
+        Expr bits = (src & (schedx::u32(0xF) << cast<uint32_t>(4 * p))) | magic;
+        wq(e, l, c, n) = reinterpret<float>(bits) - 8388608.0f;
+        re = RDom(0, kVectorElems, "re");
+        vdot(l, c, n, m) = 0.0f;
+        vdot(l, c, n, m) += xq(re, l, c, m) * wq(re, l, c, n);
+        vxsum(l, c, m) = 0.0f;
+        vxsum(l, c, m) += xr(re, l, c, m);
+        rc = RDom(0, chunks, "rc");
+        Expr gv = min(rc * 32 + l, vectors - 1) * kVectorElems / (32 * (*group_size / 32));
+        Expr term = sf(gv, n) * (vdot(l, rc, n, m) - zf(gv, n) * vxsum(l, rc, m));
+        lane_sum(l, n, m) = 0.0f;
+        lane_sum(l, n, m) += select(rc * 32 + l < vectors, term, 0.0f);
+        Func level = lane_sum;
+        for (int shift = 16; shift >= 1; shift /= 2) {
+            Func sum("lanes_sum_" + std::to_string(32 / shift));
+            sum(l, n, m) = level(l, n, m) + level(min(l + shift, 31), n, m);
+            lane_tree.push_back(sum);
+            level = sum;
+        }
+        acc(n, m) = level(0, n, m);
+    }
+
+    // The lane layout's buffers start at 0, K in whole vectors, rows 16-byte vectors apart,
+    // so that Halide proves each vector load aligned (the 128-bit access rule).
+    void constrain_words() {
+        using namespace schedx::w4;
+        x->dim(0).set_min(0).set_extent((x->dim(0).extent() / (kVectorElems / 2)) * (kVectorElems / 2));
+        x->dim(1).set_min(0).set_stride((x->dim(1).stride() / 4) * 4);
+        w->dim(0).set_min(0).set_extent(x->dim(0).extent() / 4);
+        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);
+    }
+
+    // A register tile of R rows of W by B rows of x keeps its R x B vectors of partial sums
+    // through a group; each converted W vector serves B outputs and each x vector R. xsum is
+    // computed once per call (M x K / G sums). Tiles of 4 R rows of W run in parallel.
+    void schedule_cpu() {
+        const int vec = natural_vector_size<float>(), R = rows_per_warp, B = batch;
+        y->split(n, nt, n, 4 * R, TailStrategy::GuardWithIf)
+            .split(n, no, ni, R, TailStrategy::GuardWithIf)
+            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
+            .reorder(ni, mi, mo, no, nt)
+            .parallel(nt);
+        acc.compute_at(*y, mo).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
+        acc.update().reorder(n, m, rg).unroll(n).unroll(m);
+        RVar jo("jo"), ji("ji");
+        Func intm = dot.update().split(rj, jo, ji, vec).rfactor(ji, v);
+        dot.compute_at(acc, rg).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
+        dot.update().unroll(n).unroll(m);
+        intm.compute_at(acc, rg)
+            .bound_extent(n, R)
+            .bound_extent(m, B)
+            .reorder_storage(v, n, m)
+            .vectorize(v)
+            .unroll(n)
+            .unroll(m);
+        intm.update().reorder(v, m, n, jo).vectorize(v).unroll(n).unroll(m);
+        xsum.compute_root().parallel(m);
+        xsum.update().parallel(m);
+        xf.compute_root().parallel(m).vectorize(k, vec, TailStrategy::GuardWithIf);
+    }
+
+    // Any shape, leading dimension and alignment: one warp per output, its lanes taking every
+    // 32nd group with element loads. The reference the lane layout is checked against.
+    void schedule_cuda_general() {
+        RVar ro("ro"), rl("rl");
+        y->split(n, no, nw, 8, TailStrategy::GuardWithIf)
+            .split(nw, nw, nl, 1)
+            .reorder(nl, nw, no, m)
+            .gpu_blocks(no, m)
+            .gpu_threads(nl, nw);
+        Func intm = acc.update().split(rg, ro, rl, 32, TailStrategy::GuardWithIf).rfactor(rl, u);
+        intm.compute_at(*y, nw).bound_extent(n, 1).bound_extent(m, 1).gpu_lanes(u);
+        intm.update().gpu_lanes(u);
+    }
+
+    // M = 1 (and any M, one pass over W per row of x): a warp owns R rows of W, each lane its
+    // vectors' 4 W words per row (one 16-byte load) and 16 x words (four), per-row sums in
+    // registers, the scale and zero point applied once per vector; define_lane_sum has the
+    // unpack. Not yet timed on a GPU (docs/w4_linear.md).
+    void schedule_cuda_gemv() {
+        const int R = rows_per_warp, WB = warps;
+        y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
+            .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
+            .split(nw, nw, nl, 1)
+            .reorder(ni, nl, nw, no, m)
+            .unroll(ni)
+            .gpu_blocks(no, m)
+            .gpu_threads(nl, nw);
+        auto per_lane = [&](Func f) {
+            f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, 1).unroll(n).unroll(m);
+            f.gpu_lanes(l);
+        };
+        per_lane(lane_sum);
+        lane_sum.update().reorder(m, n, rc, l).unroll(m).unroll(n).gpu_lanes(l);
+        for (Func &sum : lane_tree) per_lane(sum);
+        vdot.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).bound_extent(m, 1)
+            .unroll(n).unroll(m);
+        vdot.update().reorder(n, m, re).unroll(n).unroll(m).unroll(re);
+        vxsum.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(m);
+        vxsum.update().unroll(re);
+        xq.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(e).unroll(m);
+        Var kw("kw");
+        w_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 8)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).vectorize(e).unroll(n);
+        x_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 2)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).split(e, e, kw, 4).vectorize(kw).unroll(e)
+            .unroll(m);
+    }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(W4Linear, w4_linear)

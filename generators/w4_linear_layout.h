@@ -1,0 +1,20 @@
+// The w4_linear format and the lane layout's rules, stated once: the generator constrains its
+// buffers by them and the runtime's checks and can_run read the same. Plain C++, no Halide.
+#pragma once
+
+#include <cstdint>
+
+namespace schedx::w4 {
+
+// W is uint32 words [N][ldw]: word j of row n holds k = 8j + i in bits 4i..4i+3 (i = 0..7).
+constexpr int kElemsPerWord = 8;
+// Group sizes along K (scales, zero points): each a whole number of lane vectors.
+constexpr int kGroupSizes[] = {32, 64, 128};
+inline bool valid_group_size(int64_t g) { return g == 32 || g == 64 || g == 128; }
+// cuda_gemv: a lane's vector, 32 elements (4 W words: one 16-byte load); K is always whole
+// vectors (a multiple of the group size).
+constexpr int kVectorElems = 32;
+// The symmetric form's zero point: its nibble holds q + 8 (offset binary), q in [-8, 7].
+constexpr float kSymmetricZero = 8.0f;
+
+}  // namespace schedx::w4

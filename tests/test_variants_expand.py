@@ -65,6 +65,16 @@ class Expand(unittest.TestCase):
                      "types": "bf16_sbf16"}])
         self.assertEqual(len(variants.differences(b, c)), 1)
 
+    def test_a_stage_or_schedule_picks_the_generator(self) -> None:
+        header = {**W8, "generators": {"cuda_gemv": "w8_linear_lanes", "planes": "w8_planes"}}
+        out = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "types": "bf16_sbf16"},
+                      {"schedule": "cuda_row_blocks", "stage": "planes", "types": "bf16"},
+                      {"schedule": "cpu", "types": "bf16_sbf16"}], header=header)
+        self.assertEqual([v.generator for v in out], ["w8_linear_lanes", "w8_planes", "w8_linear"])
+        self.assertEqual(out[1].params["stage"], "planes")  # in the registry row
+        self.assertNotIn("stage", out[1].generator_params())  # not given to w8_planes, which it names
+        self.assertIn("schedule", out[0].generator_params())
+
     def test_min_sm_and_device_follow_from_parameters(self) -> None:
         out = expand([{"schedule": "cuda_tiled", "tile": 64, "rows_per_thread": 8, "load_words": 4,
                        "encoder": "ptx", "types": "bf16_e5m2"}, {"schedule": "cpu", "types": "fp32"}],

@@ -3,7 +3,8 @@
 
   decision_points.py FILE...           each function's count, the largest first
   decision_points.py --max N FILE...   also exit 1, naming them, if a generate() or a schedule
-                                       function (its name starts with "schedule") has more than N
+                                       function (its name starts with generate or schedule) has
+                                       more than N
 
 A function is a brace block whose header (the text since the previous ;, { or }) ends in a
 parameter list, optionally const/override/noexcept; lambdas inside count toward it. Comments,
@@ -61,7 +62,7 @@ def functions(path: Path) -> list[Function]:
 
 def bounded(f: Function) -> bool:
     short = f.name.split("::")[-1]
-    return short == "generate" or short.startswith("schedule")
+    return short.startswith(("generate", "schedule"))
 
 
 def main(argv: list[str]) -> int:

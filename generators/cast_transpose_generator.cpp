@@ -5,6 +5,7 @@
 // x is [M, K] with a leading dimension; K is the contiguous dimension, called x here,
 // M is called y. The fp8 format is a runtime parameter (0 = e4m3fn, 1 = e5m2).
 #include "Halide.h"
+#include "cast_transpose_layout.h"
 #include "cuda_atomics.h"
 #include "numerics.h"
 #include "ptx_extern.h"
@@ -35,7 +36,7 @@ public:
     // cuda_tiled with io=word: element stores cols one byte per element, so its rows (M bytes
     // long) need no alignment: a ragged M with an aligned K (token counts), input and rows in words.
     GeneratorParam<std::string> cols_io{"cols_io", "word"};
-    GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile width along K, in elements
+    GeneratorParam<int> tile{"tile", schedx::cast_layout::kTile};  // cuda_tiled: tile width along K, in elements
     GeneratorParam<int> tile_rows{"tile_rows", 0};     // cuda_tiled: tile height along M (0: tile, square)
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
     GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
@@ -446,9 +447,9 @@ private:
         input->dim(1).set_min(0).set_extent((m / TM) * TM).set_stride((input->dim(1).stride() / 4) * 4);
         // The runtime hands these variants 16-byte aligned pointers; saying so lets the
         // 8-byte output vectors be single stores (they were pairs of 4-byte ones).
-        input->set_host_alignment(16);
-        if (rows) rows->set_host_alignment(16);
-        if (cols && !cols_bytes) cols->set_host_alignment(16);
+        input->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
+        if (rows) rows->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
+        if (cols && !cols_bytes) cols->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
         Expr k = input->dim(0).extent() * epw;
         if (rows) {
             rows->dim(0).set_min(0).set_extent(k / 4);

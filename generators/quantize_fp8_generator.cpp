@@ -42,6 +42,7 @@
 #include "cuda_atomics.h"
 #include "numerics.h"
 #include "ptx_extern.h"
+#include "quantize_fp8_layout.h"
 
 namespace {
 
@@ -92,7 +93,7 @@ public:
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second},
                                         {"maxima", AxisPass::maxima}, {"codes", AxisPass::codes}}};
-    GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
+    GeneratorParam<int> strip_rows{"strip_rows", schedx::quantize_layout::kStripRows};  // axis_pass first: rows of x per column-partial maximum
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
     GeneratorParam<std::string> encoder{"encoder", "integer"};
@@ -858,8 +859,8 @@ private:
     // (quantize_tiles_2026-12-05_h200_7943873.md); what lost: docs/quantize_fp8.md.
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
-        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
-        const int W = vector_io ? 4 : 1;  // codes per element of rows and cols
+        const int T = schedx::quantize_layout::kTile, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
+        const int W = vector_io ? schedx::quantize_layout::kVectorElems : 1;  // codes per element of rows and cols
         const bool square = recipe == Recipe::block2d;
         constrain_tiles(T, W, square);
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
@@ -873,7 +874,7 @@ private:
 
     // Whole tiles only (block2d: 4 x 4 of them); with vector_io, rows of whole 8-byte vectors.
     void constrain_tiles(int T, int W, bool square) {
-        const int whole = square ? 4 * T : T;
+        const int whole = schedx::quantize_layout::whole_tiles(square);
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         input->dim(0).set_min(0).set_extent((K / whole) * whole);
         input->dim(1).set_min(0).set_extent((M / whole) * whole);
@@ -888,8 +889,8 @@ private:
             cols->dim(1).set_min(0).set_extent(K);
         }
         if (vector_io) {
-            input->set_host_alignment(8);
-            input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
+            input->set_host_alignment(2 * W);  // 16-bit elements
+            input->dim(1).set_stride((input->dim(1).stride() / W) * W);
         }
     }
 

@@ -67,14 +67,15 @@ private:
     // x's dtype per thread, the exact int8 values encoded by shift, cheaper than the rounding
     // bf16 encoder (H200 times at the coalesced form below, gpu_checks_2026-12-04_h200_34a0b15.md).
     void schedule_dequantize() {
-        w->dim(0).set_min(0).set_extent((w->dim(0).extent() / 4) * 4);
-        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / 4) * 4);
+        const int vw = kStageVectorBytes / 4;  // words per vector
+        w->dim(0).set_min(0).set_extent((w->dim(0).extent() / vw) * vw);
+        w->dim(1).set_min(0).set_stride((w->dim(1).stride() / vw) * vw);
         w_out->dim(0).set_min(0).set_extent(w->dim(0).extent() * 2);
-        w_out->dim(1).set_min(0).set_stride((w_out->dim(1).stride() / 4) * 4);
+        w_out->dim(1).set_min(0).set_stride((w_out->dim(1).stride() / vw) * vw);
         // can_run gives W 16-byte aligned and the workspace is 256-byte aligned; unsaid,
         // Halide assumes 4 bytes and splits each 32-byte store into eight 4-byte ones.
-        w->set_host_alignment(16);
-        w_out->set_host_alignment(16);
+        w->set_host_alignment(kStageVectorBytes);
+        w_out->set_host_alignment(kStageVectorBytes);
         Var ko("ko"), ki("ki"), kj("kj"), kt("kt"), nb("nb");
         if (coalesced) {
             // Per warp 256 output words (1 KB): two halves of 512 bytes, lane l writing words
@@ -153,9 +154,10 @@ private:
     // the GEMM's last writes in L2) nothing (bench/results/w8_large_m_helpers_2026-12-03_h200.md).
     void schedule_rescale() {
         auto whole_vectors = [](auto &b) {
-            b.dim(0).set_min(0).set_extent((b.dim(0).extent() / 4) * 4);
-            b.dim(1).set_min(0).set_stride((b.dim(1).stride() / 4) * 4);
-            b.set_host_alignment(16);
+            const int vw = kStageVectorBytes / 4;  // words per vector
+            b.dim(0).set_min(0).set_extent((b.dim(0).extent() / vw) * vw);
+            b.dim(1).set_min(0).set_stride((b.dim(1).stride() / vw) * vw);
+            b.set_host_alignment(kStageVectorBytes);
         };
         whole_vectors(*acc_in);
         whole_vectors(*y);
@@ -209,7 +211,8 @@ public:
     void configure() {
         set_types(x_type, ElemType::bf16);
         x = add_input<Buffer<>>("x", UInt(16), 2);
-        planes_out = add_output<Buffer<>>("planes", Int(8), 2);  // [3M rows][K + 16]: row 3m + p is digit p of row m of x
+        // [3M rows][K + kPlanesRowPad]: row 3m + p is digit p of row m of x
+        planes_out = add_output<Buffer<>>("planes", Int(8), 2);
     }
 
     void generate() {
@@ -306,7 +309,7 @@ public:
 
     void generate() {
         // THE ALGORITHM
-        Expr kx = planes_in->dim(0).extent() - 16;
+        Expr kx = planes_in->dim(0).extent() - kPlanesRowPad;
         Expr e = cast<int32_t>(reinterpret<uint8_t>((*planes_in)(kx, 3 * m)));
         auto digit_sum = [&](int p) { return cast<double>((*acc_in)(n, 3 * m + p)); };
         Expr q = digit_sum(2) * Expr(65536.0) + digit_sum(1) * Expr(256.0) + digit_sum(0);  // exact below 2^53

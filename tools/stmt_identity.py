@@ -4,9 +4,9 @@
 
   stmt_identity.py OLD NEW [--jobs N] [--only REGEX] [--work DIR]
 
-OLD and NEW are each a commit (checked out and its generators built under --work) or a
-configured build directory of this project (its generators built there, its variant list in
-runtime/variants_expanded.cmake). Every variant that owns a pipeline is generated again with
+OLD and NEW are each a commit (checked out, configured and its generators built under --work)
+or a build directory of this project, used as it is: its generator executables and its variant
+list (runtime/variants_expanded.cmake), nothing rebuilt there. Every variant that owns a pipeline is generated again with
 -e stmt, for each of its targets (a CPU variant's every CPU target). The report lists the
 variants whose registry row (parameters and settings) is unchanged but whose statements differ,
 those whose row changed, and those in one version only; exit 1 when an unchanged row's
@@ -47,10 +47,11 @@ def halide_dir(python: str) -> Path:
     return Path(run([python, "-c", "import halide; print(halide.install_dir())"]).strip())
 
 
-def build_dir(spec: str, work: Path) -> Path:
-    """A configured build of `spec` (a build directory as given, or a commit built under work)."""
+def build_dir(spec: str, work: Path) -> tuple[Path, bool]:
+    """A build of `spec` and whether to build its generators: a build directory as it is, or a
+    commit configured under work."""
     if (Path(spec) / "build.ninja").exists():
-        return Path(spec)
+        return Path(spec), False
     sha = run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{spec}^{{commit}}"]).strip()
     src, build = work / sha[:12] / "src", work / sha[:12] / "build"
     if not src.exists():
@@ -61,7 +62,7 @@ def build_dir(spec: str, work: Path) -> Path:
         run([str(venv / "cmake"), "-S", str(src), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
              f"-DCMAKE_MAKE_PROGRAM={venv / 'ninja'}", f"-DHalide_DIR={halide / 'lib64' / 'cmake' / 'Halide'}",
              f"-DPython3_EXECUTABLE={venv / 'python'}", "-DSCHEDX_TESTS=OFF", "-DSCHEDX_BENCH=OFF"])
-    return build
+    return build, True
 
 
 def pipelines(build: Path) -> list[Pipeline]:
@@ -101,12 +102,11 @@ def generate(build: Path, out: Path, halide: Path, p: Pipeline, target_list: lis
 
 
 def statements(spec: str, work: Path, jobs: int, only: str) -> tuple[dict[str, Pipeline], dict[str, list[str]]]:
-    build = build_dir(spec, work)
+    build, make = build_dir(spec, work)
     halide = halide_dir(str(ROOT / ".venv" / "bin" / "python"))
-    ninja = [str(ROOT / ".venv" / "bin" / "ninja"), "-C", str(build)]
-    run([*ninja, "build.ninja"])  # configures again where the variant list changed
     found = [p for p in pipelines(build) if re.search(only, p.name)]
-    run([*ninja, *sorted({p.executable for p in found})])
+    if make:
+        run([str(ROOT / ".venv" / "bin" / "ninja"), "-C", str(build), *sorted({p.executable for p in found})])
     out = work / "stmt" / build.resolve().as_posix().strip("/").replace("/", "_")
     t = targets(build)
     with ThreadPoolExecutor(jobs) as pool:

@@ -200,8 +200,9 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte al
         // M past 16 with K off the cuBLAS paths' 16: the B = 16 tile once per 16 rows.
         {{17, 64, 1000}, "cuda_smallbatch", "_ktail"},
         {{100, 1024, 4100, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", "_ktail"},
+        {{17, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_FP32}, "cuda_smallbatch", "_ktail"},  // torchao's scales
         // Odd row pitches of x or W, K not a multiple of 4 (11009: Llama's 11008 plus one),
-        // dtypes without k_tail kernels (bf16 x with fp32 scales, fp16 x with bf16 scales):
+        // dtypes without k_tail kernels (fp16 x with bf16 scales):
         // the element-I/O kernels.
         {{1, 64, 4096, 4097}, "cuda_gemv", "_element_ktail"},
         {{3, 64, 4096, 0, 4099, 67, SCHEDX_FP16, SCHEDX_FP32, true}, "cuda_smallbatch", "_element_ktail"},
@@ -209,7 +210,6 @@ TEST_CASE("dispatch: K off the steps runs the k_tail kernels, rows off 4-byte al
         {{1, 4096, 11009}, "cuda_gemv", "_element_ktail"},
         {{5, 256, 11009, 11011, 11013, 259}, "cuda_smallbatch", "_element_ktail"},
         {{16, 4096, 11009, 0, 0, 0, SCHEDX_FP16, SCHEDX_FP32}, "cuda_smallbatch", "_element_ktail"},
-        {{17, 64, 1000, 0, 0, 0, SCHEDX_BF16, SCHEDX_FP32}, "cuda_smallbatch", "_element_ktail"},
         {{300, 64, 1000, 1003, 1001, 65, SCHEDX_FP16, SCHEDX_BF16, true}, "cuda_smallbatch", "_element_ktail"},
         {{1, 64, 4096, 4097, 0, 0, SCHEDX_BF16, SCHEDX_FP32, true}, "cuda_gemv", "_element_ktail"},
     };

@@ -84,6 +84,10 @@ public:
     // cuda_strips (axis_pass first)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
+    // cpu: 0, each block-scale instance at root and each output in 64 x 64 tiles; else both
+    // outputs, their block scales and scale arrays per tile_rows x tile tile (whole blocks).
+    GeneratorParam<int> tile{"tile", 0};
+    GeneratorParam<int> tile_rows{"tile_rows", 128};
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
     // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
     // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
@@ -125,6 +129,13 @@ public:
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
+        }
+        if (tile != 0) {
+            const int B = recipe == Recipe::mx ? 32 : 128;
+            if (sched.value() != "cpu" || recipe == Recipe::axis || outputs != Outputs::both || tile % B != 0 ||
+                tile_rows % B != 0 || tile <= 0 || tile_rows <= 0) {
+                throw std::invalid_argument("tile: schedule cpu, a block recipe, both outputs, whole blocks per tile");
+            }
         }
         if (axis_pass != AxisPass::single && (recipe != Recipe::axis || outputs != Outputs::both)) {
             throw std::invalid_argument("axis_pass other than single: recipe axis with both outputs only");
@@ -208,6 +219,8 @@ public:
         // (k, block along M); block2d's are indexed by block (bx, by) in both.
         const bool square = recipe == Recipe::block2d;
         const bool tiled = sched.value() == "cuda_tiled";
+        // The tiles (CUDA and CPU) compute each scale once per tile, for the codes and the arrays.
+        const bool per_tile = tiled || cpu_tiled();
         if (rows) {
             rows_scale_for_q = make_scales("rows_q", true);
             rows_operand(x, y) = rows_scale_for_q.factors.defined()
@@ -225,7 +238,7 @@ public:
         // The tiled kernels compute each scale once per tile and share it between the codes
         // and the scale arrays (block2d: cols is rows' codes transposed).
         if (cols) {
-            if (tiled && square && rows) {
+            if (per_tile && square && rows) {
                 cols_scale_for_q = rows_scale_for_q;
             } else {
                 cols_scale_for_q = make_scales("cols_q", false);
@@ -250,8 +263,8 @@ public:
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
         // padding (pad4 of the inner extent) written as 0; mx: the E8M0 bytes, no padding.
         Expr KB = (K + B - 1) / B, MB = (M + B - 1) / B;
-        if (rows) rows_scale_for_array = tiled ? rows_scale_for_q : make_scales("rows_scale", true);
-        if (cols) cols_scale_for_array = tiled ? cols_scale_for_q : make_scales("cols_scale", false);
+        if (rows) rows_scale_for_array = per_tile ? rows_scale_for_q : make_scales("rows_scale", true);
+        if (cols) cols_scale_for_array = per_tile ? cols_scale_for_q : make_scales("cols_scale", false);
         Func rs = rows_scale_for_array.scale, cs = cols_scale_for_array.scale;
         // Each array's dimension along K is the Var x and along M the Var y, whatever its
         // order, so that the tiled kernels can fuse its tile loops with rows' (loop names).
@@ -295,7 +308,9 @@ public:
             }
             return;
         }
-        if (sched.value() == "cpu") {
+        if (cpu_tiled()) {
+            schedule_cpu_tiled();
+        } else if (sched.value() == "cpu") {
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
             schedule_cuda_general();
@@ -340,24 +355,28 @@ private:
         const bool whole = sched.value() == "cuda_tiled";
         auto kc = [&](Expr e) { return whole ? e : min(e, K - 1); };
         auto mc = [&](Expr e) { return whole ? e : min(e, M - 1); };
-        // The tiled kernels (16-bit inputs) reduce |x|'s 16-bit patterns: widened once per block.
-        Func abs_of = whole ? absx16 : absx;
+        // The tiles reduce 16-bit inputs in their own bits (twice the lanes of a vector on the
+        // CPU): widened once per block.
+        const bool max16 = in_type != ElemType::fp32 && (whole || cpu_tiled());
+        // The CPU tiles keep those maxima in 16 bits: 32 lanes per AVX-512 vector where 32 bits hold 16.
+        const Type max_t = max16 && cpu_tiled() ? UInt(16) : UInt(32);
+        auto abs_of = [&](Expr k, Expr m) { return cast(max_t, max16 ? absx16(k, m) : absx(k, m)); };
         auto scale_of = [&](Expr amax) {
-            return scale_bits_of(whole ? reinterpret<uint32_t>(schedx::decode_to_float(amax, in_type)) : amax);
+            return scale_bits_of(max16 ? reinterpret<uint32_t>(schedx::decode_to_float(amax, in_type)) : amax);
         };
         if (recipe == Recipe::block2d) {
             b.r = RDom(0, B, 0, B, name + "_r");
-            b.amax(bx, by) = u32(0);
+            b.amax(bx, by) = cast(max_t, 0);
             b.amax(bx, by) = max(b.amax(bx, by), abs_of(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
             b.scale(bx, by) = scale_of(b.amax(bx, by));
         } else if (along_k) {
             b.r = RDom(0, B, name + "_r");
-            b.amax(bx, y) = u32(0);
+            b.amax(bx, y) = cast(max_t, 0);
             b.amax(bx, y) = max(b.amax(bx, y), abs_of(kc(bx * B + b.r), y));
             b.scale(bx, y) = scale_of(b.amax(bx, y));
         } else {
             b.r = RDom(0, B, name + "_r");
-            b.amax(x, by) = u32(0);
+            b.amax(x, by) = cast(max_t, 0);
             b.amax(x, by) = max(b.amax(x, by), abs_of(x, mc(by * B + b.r)));
             b.scale(x, by) = scale_of(b.amax(x, by));
         }
@@ -370,6 +389,7 @@ private:
     }
 
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
+    bool cpu_tiled() const { return sched.value() == "cpu" && tile != 0; }
 
     // Axiswise in the block recipes' 128 x 128 tiles, two passes that each read x once:
     // - maxima: the tile's row and column maxima (the block1d tiles' 1 x 128 and 128 x 1
@@ -757,6 +777,63 @@ private:
         }
         for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
             if (o) o->vectorize(o->args()[0], 8, TailStrategy::GuardWithIf).parallel(o->args()[1]);
+        }
+    }
+
+    // CPU tiles of tile_rows x tile elements (whole blocks), rows of tiles in parallel: each
+    // tile reduces its block maxima in vector lanes (16-bit inputs in 16 bits), computes each
+    // scale once for its codes and its scale-array entries (fused at the tile, compute_with),
+    // writes rows from registers and cols from the tile's cols codes (a gather per vector on
+    // AVX-512, 16 x 16 blocks on AVX2, as the cast's CPU tiles). A ragged edge runs guarded.
+    void schedule_cpu_tiled() {
+        const int TK = tile, TM = tile_rows, B = recipe == Recipe::mx ? 32 : 128;
+        const bool square = recipe == Recipe::block2d;
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        // Vectors no wider than a block along K, so that each holds one rows scale.
+        const int vec = std::min(natural_vector_size<uint8_t>(), B);
+        const int lanes = natural_vector_size(in_type == ElemType::fp32 ? UInt(32) : UInt(16));
+        rows->tile(x, y, xo, yo, xi, yi, TK, TM, guard).vectorize(xi, vec).parallel(yo);
+        cols->tile(y, x, yo, xo, yi, xi, TM, TK, guard).reorder(yi, xi, xo, yo).parallel(yo).compute_with(*rows, xo);
+        if (get_target().has_feature(Target::AVX512)) {
+            cols->vectorize(yi, natural_vector_size<uint8_t>());
+        } else {
+            const int S = 16;
+            Var ys("ys"), xs("xs");
+            cols->tile(yi, xi, ys, xs, yi, xi, S, S).reorder(yi, xi, ys, xs).vectorize(yi).unroll(xi);
+            cols_q.in(*cols).compute_at(*cols, ys).vectorize(x).unroll(y);
+        }
+        cols_q.compute_at(*rows, xo).vectorize(x, vec, guard);
+        // The scale arrays in the tiles' loops: along K (x) tile / B entries of a tile where the
+        // array is blocked along K, else tile; along M (y) likewise.
+        auto fuse_array = [&](Output<Buffer<>> *o, bool blocked_k, bool blocked_m) {
+            Var a("a"), b("b");
+            const bool k_first = o->args()[0].name() == x.name();
+            o->split(x, xo, a, blocked_k ? TK / B : TK, guard)
+                .split(y, yo, b, blocked_m ? TM / B : TM, guard)
+                .reorder(k_first ? a : b, k_first ? b : a, xo, yo)
+                .parallel(yo)
+                .compute_with(*rows, xo);
+        };
+        fuse_array(rows_scale, true, square);
+        fuse_array(cols_scale, square, true);
+        // Each scale instance (block2d: one for both) once per tile, its maxima in vector lanes:
+        // down the columns for cols' blocks, in lanes along a row reduced across them for rows'.
+        for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
+            if (bs == &cols_scale_for_q && square) continue;
+            Var inner = bs->scale.args()[0];
+            bs->scale.compute_at(*rows, xo);
+            if (!bs->along_k && !square) {
+                bs->scale.vectorize(x, lanes, guard);
+                bs->amax.compute_at(bs->scale, by).vectorize(x, lanes, guard);
+                bs->amax.update().reorder(x, bs->r.x).vectorize(x, lanes, guard);
+                continue;
+            }
+            Var lane("lane");
+            RVar ro("ro"), ri("ri");
+            bs->amax.compute_at(bs->scale, inner);
+            Func per_lane = bs->amax.update().split(bs->r.x, ro, ri, std::min(lanes, B)).rfactor(ri, lane);
+            per_lane.compute_at(bs->scale, inner).vectorize(lane);
+            per_lane.update().vectorize(lane);
         }
     }
 

@@ -300,7 +300,9 @@ private:
     void schedule_cpu() {
         const int vec = natural_vector_size<uint8_t>(), TK = tile, TM = tile_m();
         // Both outputs walk the same TM x TK tiles (rows of tiles in parallel); the fp8 tile
-        // is encoded once per tile into cache and both outputs are written from it.
+        // is encoded once per tile into cache and both outputs are written from it. 64 x 512
+        // tiles (a cache line of cols per column): bf16 2048^2, one thread, AVX-512, 6.5 ms
+        // against 13.0 for 64 x 64 (build machine, noisy, alternated in one process).
         Func first = rows ? *rows : (cols ? *cols : Func());
         if (rows) {
             rows->tile(x, y, xo, yo, xi, yi, TK, TM, TailStrategy::GuardWithIf)
@@ -327,7 +329,8 @@ private:
             }
             if (rows) cols->compute_with(*rows, xo);
         }
-        if (rows || cols) f8.compute_at(first, xo).vectorize(x, vec, TailStrategy::GuardWithIf);
+        // A constant row pitch for the tile: cols' column reads take immediate offsets.
+        if (rows || cols) f8.compute_at(first, xo).vectorize(x, vec, TailStrategy::GuardWithIf).bound_storage(x, TK);
         if (with_amax) {
             // Each cast tile's max, in vector lanes (rfactor over column groups), in the cast's
             // tile loops (compute_with) while the tile is in cache; amax folds the tiles' maxima.
@@ -341,7 +344,7 @@ private:
             for (Stage st : {Stage(tile_max), tile_max.update()}) {
                 st.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).parallel(yo).compute_with(first, xo);
             }
-            per_lane.compute_at(tile_max, xi).vectorize(lane);
+            per_lane.compute_at(tile_max, xi).reorder_storage(lane, x, y).vectorize(lane);
             per_lane.update().vectorize(lane);
         }
     }

@@ -792,6 +792,13 @@ private:
         // Vectors no wider than a block along K, so that each holds one rows scale.
         const int vec = std::min(natural_vector_size<uint8_t>(), B);
         const int lanes = natural_vector_size(in_type == ElemType::fp32 ? UInt(32) : UInt(16));
+        // Buffers from 0 (the runtime binds them so): a vector's block index is then provably
+        // one value, a broadcast scale (unknown mins made it a gather of 64 scales).
+        for (int d = 0; d < 2; d++) {
+            input->dim(d).set_min(0);
+            rows->dim(d).set_min(0);
+            cols->dim(d).set_min(0);
+        }
         rows->tile(x, y, xo, yo, xi, yi, TK, TM, guard).vectorize(xi, vec).parallel(yo);
         cols->tile(y, x, yo, xo, yi, xi, TM, TK, guard).reorder(yi, xi, xo, yo).parallel(yo).compute_with(*rows, xo);
         if (get_target().has_feature(Target::AVX512)) {
@@ -802,17 +809,22 @@ private:
             cols->tile(yi, xi, ys, xs, yi, xi, S, S).reorder(yi, xi, ys, xs).vectorize(yi).unroll(xi);
             cols_q.in(*cols).compute_at(*cols, ys).vectorize(x).unroll(y);
         }
-        cols_q.compute_at(*rows, xo).vectorize(x, vec, guard);
+        // A constant row pitch: cols' column reads take immediate offsets (a pitch in a register
+        // cost a reload per byte).
+        cols_q.compute_at(*rows, xo).vectorize(x, vec, guard).bound_storage(x, TK);
         // The scale arrays in the tiles' loops: along K (x) tile / B entries of a tile where the
         // array is blocked along K, else tile; along M (y) likewise.
         auto fuse_array = [&](Output<Buffer<>> *o, bool blocked_k, bool blocked_m) {
             Var a("a"), b("b");
             const bool k_first = o->args()[0].name() == x.name();
-            o->split(x, xo, a, blocked_k ? TK / B : TK, guard)
-                .split(y, yo, b, blocked_m ? TM / B : TM, guard)
+            const int per_k = blocked_k ? TK / B : TK, per_m = blocked_m ? TM / B : TM;
+            o->split(x, xo, a, per_k, guard)
+                .split(y, yo, b, per_m, guard)
                 .reorder(k_first ? a : b, k_first ? b : a, xo, yo)
                 .parallel(yo)
                 .compute_with(*rows, xo);
+            // Each entry's 1 / scale is some 50 scalar operations (fp64 and integer rounding).
+            if ((k_first ? per_k : per_m) >= 8) o->vectorize(k_first ? a : b, 8);
         };
         fuse_array(rows_scale, true, square);
         fuse_array(cols_scale, square, true);
@@ -820,7 +832,6 @@ private:
         // down the columns for cols' blocks, in lanes along a row reduced across them for rows'.
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (bs == &cols_scale_for_q && square) continue;
-            Var inner = bs->scale.args()[0];
             bs->scale.compute_at(*rows, xo);
             if (!bs->along_k && !square) {
                 bs->scale.vectorize(x, lanes, guard);
@@ -828,11 +839,13 @@ private:
                 bs->amax.update().reorder(x, bs->r.x).vectorize(x, lanes, guard);
                 continue;
             }
+            // The tile's maxima first, then its scales from them, 8 rows a vector (1x128, MX).
+            if (!square) bs->scale.vectorize(y, 8, guard);
             Var lane("lane");
             RVar ro("ro"), ri("ri");
-            bs->amax.compute_at(bs->scale, inner);
+            bs->amax.compute_at(*rows, xo);
             Func per_lane = bs->amax.update().split(bs->r.x, ro, ri, std::min(lanes, B)).rfactor(ri, lane);
-            per_lane.compute_at(bs->scale, inner).vectorize(lane);
+            per_lane.compute_at(bs->amax, bx).vectorize(lane);
             per_lane.update().vectorize(lane);
         }
     }

@@ -380,8 +380,10 @@ private:
             b.amax(x, by) = max(b.amax(x, by), abs_of(x, mc(by * B + b.r)));
             b.scale(x, by) = scale_of(b.amax(x, by));
         }
-        // The CUDA tiles' algorithm built for the CPU (default_schedule: tests) computes them too.
-        if (recipe == Recipe::mx && whole && (get_target().has_feature(Target::CUDA) || default_schedule)) {
+        // The CUDA tiles' algorithm built for the CPU (default_schedule: tests) computes them too,
+        // and so do the CPU tiles: two products an element where scaled_in_block's selects
+        // computed three.
+        if (recipe == Recipe::mx && ((whole && (get_target().has_feature(Target::CUDA) || default_schedule)) || cpu_tiled())) {
             Var u = along_k ? bx : x, w = along_k ? y : by;
             b.factors(u, w) = mx_factors(b.scale(u, w));
         }
@@ -705,8 +707,16 @@ private:
         return Tuple(reinterpret<float>(f1), reinterpret<float>(f2));
     }
 
+    // Off CUDA a subnormal v is rebuilt 2^64 larger first, as scaled() does: the factors are
+    // powers of two, 0 or NaN, so the products are exact but where they are far below fp8's
+    // range (zero codes either way), with or without a flushing CPU mode.
     Expr by_factors(Expr v, FuncRef factors) {
-        return strict_float(strict_float(v * Expr(factors[0])) * Expr(factors[1]));
+        Expr f1 = factors[0], f2 = factors[1];
+        if (get_target().has_feature(Target::CUDA)) return strict_float(strict_float(v * f1) * f2);
+        Expr u = reinterpret<uint32_t>(v);
+        Expr a = u & u32(0x7FFFFFFF);
+        Expr lifted = reinterpret<float>(reinterpret<uint32_t>(cast<float>(a) * 0x1p-85f) | (u & u32(0x80000000)));
+        return strict_float(select(a < u32(0x00800000), ((lifted * f1) * f2) * 0x1p-64f, (v * f1) * f2));
     }
 
     // The fp8 code at (x, y) of `operand`'s values. encoder=ptx: cvt pairs of elements
@@ -833,6 +843,9 @@ private:
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (bs == &cols_scale_for_q && square) continue;
             bs->scale.compute_at(*rows, xo);
+            if (bs->factors.defined()) {  // mx: the two factors of each block, beside its byte
+                bs->factors.compute_at(*rows, xo).vectorize(bs->along_k ? y : x, 8, guard);
+            }
             if (!bs->along_k && !square) {
                 bs->scale.vectorize(x, lanes, guard);
                 bs->amax.compute_at(bs->scale, by).vectorize(x, lanes, guard);

@@ -157,7 +157,9 @@ private:
         }
     }
 
-    // CPU (no GPU; CI): strips of rows in parallel, each reduced in vector lanes.
+    // CPU (no GPU; CI): strips of rows in parallel, each reduced in vector lanes. bf16 2048^2,
+    // one thread: 1.49 ms against 1.45 for a read of x and 3.10 for torch's abs().max()
+    // (build machine, noisy, alternated).
     void schedule_cpu() {
         const int lanes = natural_vector_size(strip_max.type()) * 2;
         Var lane("lane");

@@ -4,6 +4,7 @@
 // non-negative floats order like their bits and NaN bits exceed inf's, so an integer max
 // is max |x| with NaN propagated; the result is decoded to float bits once per block.
 #include "Halide.h"
+#include "abs_max_layout.h"
 #include "cuda_atomics.h"
 #include "numerics.h"
 
@@ -13,6 +14,8 @@ using namespace Halide;
 using schedx::ElemType;
 using schedx::u32;
 
+constexpr schedx::abs_max_layout::Block kBlock{};
+
 class AbsMax : public Generator<AbsMax> {
 public:
     GeneratorParam<ElemType> in_type{"in_type", ElemType::bf16, schedx::elem_type_names()};
@@ -21,10 +24,11 @@ public:
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     // CUDA blocks: threads_x x threads_y threads; each loads load_words units (32-bit
     // words, or elements for cuda_general) of rows_per_thread rows, all before reducing.
-    GeneratorParam<int> threads_x{"threads_x", 64};
-    GeneratorParam<int> threads_y{"threads_y", 4};
-    GeneratorParam<int> rows_per_thread{"rows_per_thread", 8};
-    GeneratorParam<int> load_words{"load_words", 4};
+    // Defaults: abs_max_layout.h's, which the runtime reads.
+    GeneratorParam<int> threads_x{"threads_x", kBlock.threads_x};
+    GeneratorParam<int> threads_y{"threads_y", kBlock.threads_y};
+    GeneratorParam<int> rows_per_thread{"rows_per_thread", kBlock.rows_per_thread};
+    GeneratorParam<int> load_words{"load_words", kBlock.load_words};
     // The cuda or cuda_general algorithm with no schedule, built for the CPU by tests
     // (tests/test_abs_max_blocks_cpu.cpp): the warp's REDUX becomes a max over its 32
     // threads and the block's RED a call of the C function schedx_test_atomic_max_u32,
@@ -179,7 +183,7 @@ private:
             Expr w = input->dim(0).extent();
             input->dim(0).set_extent((w / 4) * 4);
             input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
-            input->set_host_alignment(16);
+            input->set_host_alignment(schedx::abs_max_layout::kWordVectorBytes);
         }
     }
 

@@ -5,6 +5,7 @@
 // x is [M, K] with a leading dimension; K is the contiguous dimension, called x here,
 // M is called y. The fp8 format is a runtime parameter (0 = e4m3fn, 1 = e5m2).
 #include "Halide.h"
+#include "cast_transpose_layout.h"
 #include "cuda_atomics.h"
 #include "numerics.h"
 #include "ptx_extern.h"
@@ -35,7 +36,7 @@ public:
     // cuda_tiled with io=word: element stores cols one byte per element, so its rows (M bytes
     // long) need no alignment: a ragged M with an aligned K (token counts), input and rows in words.
     GeneratorParam<std::string> cols_io{"cols_io", "word"};
-    GeneratorParam<int> tile{"tile", 64};              // cuda_tiled: tile width along K, in elements
+    GeneratorParam<int> tile{"tile", schedx::cast_layout::kTile};  // cuda_tiled: tile width along K, in elements
     GeneratorParam<int> tile_rows{"tile_rows", 0};     // cuda_tiled: tile height along M (0: tile, square)
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 4};
     GeneratorParam<int> load_words{"load_words", 4};   // cuda_tiled: 32-bit words per input load
@@ -85,7 +86,31 @@ public:
 
     void generate() {
         // THE ALGORITHM
-        const int elems_per_word = word_io ? 32 / schedx::elem_bits(in_type) : 1;
+        define_codes();
+        if (word_io) {
+            define_words();
+        } else {
+            if (rows) (*rows)(x, y) = f8_code(x, y);
+            if (cols) (*cols)(y, x) = f8_code(x, y);
+        }
+        // Non-negative floats order like their bits and NaN bits exceed inf's, so an integer
+        // max of |x|'s bits is max |x| with NaN propagated.
+        if (with_amax && amax_address) {
+            define_fused_amax();
+        } else if (with_amax) {
+            define_amax_pass();
+        }
+
+        // ESTIMATES
+        set_all_estimates();
+
+        // THE SCHEDULE
+        schedule();
+    }
+
+private:
+    // Each element's bits and fp8 code (f8; with the element tiles' fused amax, beside its |x|).
+    void define_codes() {
         xbits(x, y) = element_bits(x, y);
         Expr value = schedx::decode_to_float(xbits(x, y), in_type);
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
@@ -97,111 +122,110 @@ public:
         } else {
             f8(x, y) = code;
         }
+    }
 
-        if (word_io) {
-            // Four fp8 codes per 32-bit word, lowest address in the low byte.
-            Expr packed = cast<uint32_t>(f8(4 * x, y)) | (cast<uint32_t>(f8(4 * x + 1, y)) << 8) |
-                          (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
-            if (encoder.value() == "ptx") {
-                if (fp8.value() == "any") throw std::invalid_argument("encoder=ptx needs fp8=e4m3 or e5m2");
-                auto scaled = [&](int j) { return schedx::decode_to_float(xbits(4 * x + j, y), in_type) * scale(); };
-                const bool e5m2 = fp8.value() == "e5m2";
-                packed = cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(0), scaled(1), e5m2)) |
-                         (cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(2), scaled(3), e5m2)) << 16);
-            }
-            if (with_amax) {
-                // The fused amax takes max |x| of the word's four elements from the values
-                // the cast already holds in registers (a second read of x from memory cost
-                // 74 MB of extra DRAM traffic at 8192^2: L1 hit rate under 1%), in the input
-                // format's own bits with the sign cleared (they order like |x|; decoded per
-                // tile): 16 bits per word for bf16/fp16, where 32 cost shared memory and
-                // occupancy (18 instead of 26 blocks per SM, +8.5 us at 8192^2).
-                Expr word_max = schedx::u32(0);
-                for (int j = 0; j < 4; j++) word_max = max(word_max, abs_input_bits(xbits(4 * x + j, y)));
-                f8_words(x, y) = Tuple(packed, stored_abs_bits(word_max));
-            } else {
-                f8_words(x, y) = packed;
-            }
-            if (rows) (*rows)(x, y) = f8_word(x, y);
-            // cols is [K][M/4 words]: word (y, x) packs byte x % 4 of rows 4y..4y+3 of
-            // word column x / 4, by three byte permutes (PRMT): t64r8w4 has 1240 SASS
-            // instructions per thread where shifts and masks gave 1288, on the integer
-            // pipe, the kernel's busiest (76% at 8192^2, ncu).
-            if (cols && cols_bytes) {
-                (*cols)(y, x) = cast<uint8_t>(f8_word(x / 4, y) >> (cast<uint32_t>(x % 4) * 8));
-            } else if (cols) {
-                (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), f8_word(x / 4, 4 * y),
-                                                        f8_word(x / 4, 4 * y + 1), f8_word(x / 4, 4 * y + 2),
-                                                        f8_word(x / 4, 4 * y + 3), x % 4);
-            }
-        } else {
-            if (rows) (*rows)(x, y) = f8_code(x, y);
-            if (cols) (*cols)(y, x) = f8_code(x, y);
+    // word_io: rows and cols as words of four codes.
+    void define_words() {
+        // Four fp8 codes per 32-bit word, lowest address in the low byte.
+        Expr packed = cast<uint32_t>(f8(4 * x, y)) | (cast<uint32_t>(f8(4 * x + 1, y)) << 8) |
+                      (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
+        if (encoder.value() == "ptx") {
+            if (fp8.value() == "any") throw std::invalid_argument("encoder=ptx needs fp8=e4m3 or e5m2");
+            auto scaled = [&](int j) { return schedx::decode_to_float(xbits(4 * x + j, y), in_type) * scale(); };
+            const bool e5m2 = fp8.value() == "e5m2";
+            packed = cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(0), scaled(1), e5m2)) |
+                     (cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(2), scaled(3), e5m2)) << 16);
         }
-
         if (with_amax) {
-            // Non-negative floats order like their bits and NaN bits exceed inf's, so an
-            // integer max of |x|'s bits is max |x| with NaN propagated.
-            if (amax_address) {
-                // The tiled kernels fuse it. thread_max(x, y): the maximum of the words that
-                // thread (x % TX, y % TY) of tile (x / TX, y / TY) encoded (f8_words' second
-                // element); warp_max: its warp's maximum, in every lane; tile_max: the tile's,
-                // from the first lane of each of its warps. The whole amax is in place once the
-                // kernel has finished.
-                const ThreadGrid g = amax_grid();
-                amax_tile_rdom = RDom(0, g.fw, 0, g.r, "t");
-                const RDom &t = amax_tile_rdom;
-                Expr wy = (y / g.ty) * tile_m() + (y % g.ty) * g.r + t.y;
-                if (word_io) {
-                    Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
-                    thread_max(x, y) = schedx::u32(0);
-                    thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
-                } else {  // element tiles: thread l of a tile row encodes elements l, l + 32, ...
-                    Expr ex = (x / g.tx) * tile + t.x * g.tx + x % g.tx;
-                    thread_max(x, y) = schedx::u32(0);
-                    thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8(ex, wy)[1]));
-                }
-                warp_max(x, y) = schedx::warp_max_u32(thread_max(x, y));
-                RDom w(0, g.tx * g.ty / 32, "w");
-                tile_max(x, y) = schedx::u32(0);
-                tile_max(x, y) = max(tile_max(x, y), warp_max(x * g.tx + (w * 32) % g.tx, y * g.ty + (w * 32) / g.tx));
-                amax_warps = w;
-                Expr scale_inv_write = Internal::Call::make(
-                    UInt(32), Internal::Call::if_then_else,
-                    {x == 0 && y == 0,
-                     schedx::device_atomic_u32_discarded("exch", *scale_inv_address, reinterpret<uint32_t>(1.0f / scale()), x),
-                     schedx::u32(0)},
-                    Internal::Call::PureIntrinsic);
-                (*tile_sink)(x, y) =
-                    schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x) | scale_inv_write;
-            } else {
-                // The separate kernels reduce 256 x 128 tiles as float bits; the CPU its cast's
-                // tiles in the input format's bits (16 for bf16 and fp16: twice the vector lanes),
-                // decoded per tile. Tiles may overhang the matrix: clamped coordinates repeat an
-                // element, leaving a max unchanged.
-                const bool cpu = sched.value() == "cpu";
-                const int tw = cpu ? int(tile) : 256, th = cpu ? tile_m() : 128;
-                Expr bits = element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1));
-                abs_bits(x, y) = cpu ? stored_abs_bits(abs_input_bits(bits)) : abs_bits_of(bits);
-                amax_tile_rdom = RDom(0, tw, 0, th, "t");
-                tile_max(x, y) = cast(abs_bits.type(), 0);
-                tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + amax_tile_rdom.x, y * th + amax_tile_rdom.y));
-                amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
-                Expr one_tile = tile_max(amax_tiles.x, amax_tiles.y);
-                (*amax)() = schedx::u32(0);
-                (*amax)() = max((*amax)(), cpu ? abs_bits_of(one_tile) : one_tile);
-                (*scale_inv)() = 1.0f / scale();
-            }
+            // The fused amax takes max |x| of the word's four elements from the values
+            // the cast already holds in registers (a second read of x from memory cost
+            // 74 MB of extra DRAM traffic at 8192^2: L1 hit rate under 1%), in the input
+            // format's own bits with the sign cleared (they order like |x|; decoded per
+            // tile): 16 bits per word for bf16/fp16, where 32 cost shared memory and
+            // occupancy (18 instead of 26 blocks per SM, +8.5 us at 8192^2).
+            Expr word_max = schedx::u32(0);
+            for (int j = 0; j < 4; j++) word_max = max(word_max, abs_input_bits(xbits(4 * x + j, y)));
+            f8_words(x, y) = Tuple(packed, stored_abs_bits(word_max));
+        } else {
+            f8_words(x, y) = packed;
         }
+        if (rows) (*rows)(x, y) = f8_word(x, y);
+        // cols is [K][M/4 words]: word (y, x) packs byte x % 4 of rows 4y..4y+3 of
+        // word column x / 4, by three byte permutes (PRMT): t64r8w4 has 1240 SASS
+        // instructions per thread where shifts and masks gave 1288, on the integer
+        // pipe, the kernel's busiest (76% at 8192^2, ncu).
+        if (cols && cols_bytes) {
+            (*cols)(y, x) = cast<uint8_t>(f8_word(x / 4, y) >> (cast<uint32_t>(x % 4) * 8));
+        } else if (cols) {
+            (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), f8_word(x / 4, 4 * y),
+                                                    f8_word(x / 4, 4 * y + 1), f8_word(x / 4, 4 * y + 2),
+                                                    f8_word(x / 4, 4 * y + 3), x % 4);
+        }
+    }
 
-        // ESTIMATES
+    void define_fused_amax() {
+        // The tiled kernels fuse it. thread_max(x, y): the maximum of the words that
+        // thread (x % TX, y % TY) of tile (x / TX, y / TY) encoded (f8_words' second
+        // element); warp_max: its warp's maximum, in every lane; tile_max: the tile's,
+        // from the first lane of each of its warps. The whole amax is in place once the
+        // kernel has finished.
+        const ThreadGrid g = amax_grid();
+        amax_tile_rdom = RDom(0, g.fw, 0, g.r, "t");
+        const RDom &t = amax_tile_rdom;
+        Expr wy = (y / g.ty) * tile_m() + (y % g.ty) * g.r + t.y;
+        if (word_io) {
+            Expr wx = (x / g.tx) * (tile / 4) + (x % g.tx) * g.fw + t.x;
+            thread_max(x, y) = schedx::u32(0);
+            thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8_words(wx, wy)[1]));
+        } else {  // element tiles: thread l of a tile row encodes elements l, l + 32, ...
+            Expr ex = (x / g.tx) * tile + t.x * g.tx + x % g.tx;
+            thread_max(x, y) = schedx::u32(0);
+            thread_max(x, y) = max(thread_max(x, y), cast<uint32_t>(f8(ex, wy)[1]));
+        }
+        warp_max(x, y) = schedx::warp_max_u32(thread_max(x, y));
+        RDom w(0, g.tx * g.ty / 32, "w");
+        tile_max(x, y) = schedx::u32(0);
+        tile_max(x, y) = max(tile_max(x, y), warp_max(x * g.tx + (w * 32) % g.tx, y * g.ty + (w * 32) / g.tx));
+        amax_warps = w;
+        Expr scale_inv_write = Internal::Call::make(
+            UInt(32), Internal::Call::if_then_else,
+            {x == 0 && y == 0,
+             schedx::device_atomic_u32_discarded("exch", *scale_inv_address, reinterpret<uint32_t>(1.0f / scale()), x),
+             schedx::u32(0)},
+            Internal::Call::PureIntrinsic);
+        (*tile_sink)(x, y) =
+            schedx::device_atomic_u32_discarded("max", *amax_address, abs_bits_of(tile_max(x, y)), x) | scale_inv_write;
+    }
+
+    void define_amax_pass() {
+        // The separate kernels reduce 256 x 128 tiles as float bits; the CPU its cast's
+        // tiles in the input format's bits (16 for bf16 and fp16: twice the vector lanes),
+        // decoded per tile. Tiles may overhang the matrix: clamped coordinates repeat an
+        // element, leaving a max unchanged.
+        const bool cpu = sched.value() == "cpu";
+        const int tw = cpu ? int(tile) : 256, th = cpu ? tile_m() : 128;
+        Expr bits = element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1));
+        abs_bits(x, y) = cpu ? stored_abs_bits(abs_input_bits(bits)) : abs_bits_of(bits);
+        amax_tile_rdom = RDom(0, tw, 0, th, "t");
+        tile_max(x, y) = cast(abs_bits.type(), 0);
+        tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + amax_tile_rdom.x, y * th + amax_tile_rdom.y));
+        amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
+        Expr one_tile = tile_max(amax_tiles.x, amax_tiles.y);
+        (*amax)() = schedx::u32(0);
+        (*amax)() = max((*amax)(), cpu ? abs_bits_of(one_tile) : one_tile);
+        (*scale_inv)() = 1.0f / scale();
+    }
+
+    void set_all_estimates() {
+        const int elems_per_word = word_io ? 32 / schedx::elem_bits(in_type) : 1;
         const int wide = word_io ? 4 : 1;
         input->set_estimates({{0, 8192 / elems_per_word}, {0, 8192}});
         fp8_format.set_estimate(0);
         if (rows) rows->set_estimates({{0, 8192 / wide}, {0, 8192}});
         if (cols) cols->set_estimates({{0, 8192 / (cols_bytes ? 1 : wide)}, {0, 8192}});
+    }
 
-        // THE SCHEDULE
+    void schedule() {
         if (using_autoscheduler()) return;
         if (default_schedule) {
             if (sched.value() == "cuda_tiled" && word_io) constrain_tiled_words();
@@ -222,7 +246,6 @@ public:
         }
     }
 
-private:
     Var x{"x"}, y{"y"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
     bool word_io = false, cols_bytes = false;  // cols_bytes: cols_io=element
     Input<Buffer<>> *input = nullptr;
@@ -435,9 +458,9 @@ private:
         input->dim(1).set_min(0).set_extent((m / TM) * TM).set_stride((input->dim(1).stride() / 4) * 4);
         // The runtime hands these variants 16-byte aligned pointers; saying so lets the
         // 8-byte output vectors be single stores (they were pairs of 4-byte ones).
-        input->set_host_alignment(16);
-        if (rows) rows->set_host_alignment(16);
-        if (cols && !cols_bytes) cols->set_host_alignment(16);
+        input->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
+        if (rows) rows->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
+        if (cols && !cols_bytes) cols->set_host_alignment(schedx::cast_layout::kWordVectorBytes);
         Expr k = input->dim(0).extent() * epw;
         if (rows) {
             rows->dim(0).set_min(0).set_extent(k / 4);

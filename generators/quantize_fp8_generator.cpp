@@ -42,6 +42,7 @@
 #include "cuda_atomics.h"
 #include "numerics.h"
 #include "ptx_extern.h"
+#include "quantize_fp8_layout.h"
 
 namespace {
 
@@ -96,7 +97,7 @@ public:
     GeneratorParam<AxisPass> axis_pass{"axis_pass", AxisPass::single,
                                        {{"single", AxisPass::single}, {"first", AxisPass::first}, {"second", AxisPass::second},
                                         {"maxima", AxisPass::maxima}, {"codes", AxisPass::codes}}};
-    GeneratorParam<int> strip_rows{"strip_rows", 32};  // axis_pass first: rows of x per column-partial maximum
+    GeneratorParam<int> strip_rows{"strip_rows", schedx::quantize_layout::kStripRows};  // axis_pass first: rows of x per column-partial maximum
     // cuda_tiled: integer (arithmetic, any GPU) | ptx (cvt.rn.satfinite pairs, sm_89, by the
     // runtime's PTX rewrite; needs a fixed fp8), as the cast generator's parameter.
     GeneratorParam<std::string> encoder{"encoder", "integer"};
@@ -173,13 +174,42 @@ public:
 
     void generate() {
         // THE ALGORITHM
-        const int B = recipe == Recipe::mx ? 32 : 128;
-        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         Expr is_e5m2 = fp8_format_is_e5m2();
         if (encoder.value() == "ptx" && (sched.value() != "cuda_tiled" || fp8.value() == "any")) {
             throw std::invalid_argument("encoder=ptx needs schedule cuda_tiled and fp8=e4m3 or e5m2");
         }
+        define_elements();
+        if (tiled_axis()) {
+            generate_axis_tiled();
+            return;
+        }
+        if (recipe == Recipe::axis) {
+            generate_axiswise(is_e5m2);
+            return;
+        }
+        define_block_codes(is_e5m2);
+        define_scale_arrays();
 
+        // ESTIMATES
+        input->set_estimates({{0, 8192}, {0, 8192}});
+        fp8_format.set_estimate(0);
+        pow2_scales.set_estimate(1);
+        epsilon_bits.set_estimate(0);
+        mx_rceil.set_estimate(1);
+        for (Output<Buffer<>> *o : {rows, cols}) {
+            if (o) o->set_estimates({{0, 8192}, {0, 8192}});
+        }
+        for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
+            if (o) o->set_estimates({{0, 8192}, {0, 64}});
+        }
+
+        // THE SCHEDULE
+        schedule();
+    }
+
+private:
+    // Each element as read, as bits, as a float, and |x| (float bits, and the input's own 16 bits).
+    void define_elements() {
         xraw(x, y) = (*input)(x, y);  // what the tiled kernels stage in shared memory
         if (in_type == ElemType::fp32) {
             xbits(x, y) = reinterpret<uint32_t>(xraw(x, y));
@@ -202,25 +232,16 @@ public:
             if (recipe == Recipe::block1d || recipe == Recipe::block2d) abs16 = select(abs16 > u32(inf16), u32(0), abs16);
             absx16(x, y) = abs16;
         }
+    }
 
-        if (tiled_axis()) {
-            generate_axis_tiled();
-            return;
-        }
-        if (recipe == Recipe::axis) {
-            generate_axiswise(is_e5m2);
-            return;
-        }
-
+    void define_block_codes(Expr is_e5m2) {
+        const int B = recipe == Recipe::mx ? 32 : 128;
         // Each consumer (rows' codes, cols' codes, each scale array) gets its own instance
         // of the block maxima and scales, so that each is computed where its consumer
         // needs it (inside that kernel's blocks on the GPU: nothing in global scratch).
         // Row-oriented instances are indexed (block along K, m), column-oriented ones
         // (k, block along M); block2d's are indexed by block (bx, by) in both.
         const bool square = recipe == Recipe::block2d;
-        const bool tiled = sched.value() == "cuda_tiled";
-        // The tiles (CUDA and CPU) compute each scale once per tile, for the codes and the arrays.
-        const bool per_tile = tiled || cpu_tiled();
         if (rows) {
             rows_scale_for_q = make_scales("rows_q", true);
             rows_operand(x, y) = rows_scale_for_q.factors.defined()
@@ -235,21 +256,25 @@ public:
                 (*rows)(x, y) = vector_io ? code_word(rows_q, rows_pairs, true) : rows_q(x, y);
             }
         }
-        // The tiled kernels compute each scale once per tile and share it between the codes
-        // and the scale arrays (block2d: cols is rows' codes transposed).
-        if (cols) {
-            if (per_tile && square && rows) {
-                cols_scale_for_q = rows_scale_for_q;
-            } else {
-                cols_scale_for_q = make_scales("cols_q", false);
-            }
+        if (cols) define_cols_codes(is_e5m2);
+    }
+
+    void define_cols_codes(Expr is_e5m2) {
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        const bool square = recipe == Recipe::block2d;
+        // The tiles (CUDA and CPU) compute each scale once per tile and share it between the
+        // codes and the scale arrays (block2d: cols is rows' codes transposed).
+        if (per_tile() && square && rows) {
+            cols_scale_for_q = rows_scale_for_q;
+        } else {
+            cols_scale_for_q = make_scales("cols_q", false);
         }
-        if (cols && cols_from_rows) {
+        if (cols_from_rows) {
             // Word y of cols row x: byte x % 4 of rows' words (x / 4, 4y .. 4y + 3).
             auto word = [&](int j) { return rows_words(x / 4, 4 * y + j); };
             (*cols)(y, x) = schedx::transposed_word(get_target().has_feature(Target::CUDA), word(0), word(1), word(2),
                                                     word(3), x % 4);
-        } else if (cols) {
+        } else {
             cols_operand(x, y) = cols_scale_for_q.factors.defined()
                                      ? by_factors(value(x, y), cols_scale_for_q.factors(x, y / B))
                                      : scaled_in_block(value(x, y), square ? cols_scale_for_q.scale(x / B, y / B)
@@ -259,12 +284,17 @@ public:
             // block2d: the byte transpose of rows (same scales), encoded again
             (*cols)(y, x) = vector_io ? code_word(cols_q, cols_pairs, false) : cols_q(x, y);
         }
+    }
 
+    void define_scale_arrays() {
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        const bool tiled = sched.value() == "cuda_tiled";
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
         // padding (pad4 of the inner extent) written as 0; mx: the E8M0 bytes, no padding.
         Expr KB = (K + B - 1) / B, MB = (M + B - 1) / B;
-        if (rows) rows_scale_for_array = per_tile ? rows_scale_for_q : make_scales("rows_scale", true);
-        if (cols) cols_scale_for_array = per_tile ? cols_scale_for_q : make_scales("cols_scale", false);
+        if (rows) rows_scale_for_array = per_tile() ? rows_scale_for_q : make_scales("rows_scale", true);
+        if (cols) cols_scale_for_array = per_tile() ? cols_scale_for_q : make_scales("cols_scale", false);
         Func rs = rows_scale_for_array.scale, cs = cols_scale_for_array.scale;
         // Each array's dimension along K is the Var x and along M the Var y, whatever its
         // order, so that the tiled kernels can fuse its tile loops with rows' (loop names).
@@ -286,21 +316,9 @@ public:
                 if (cols) (*cols_scale)(y, x) = inv(y, MB, [&](Expr mb) { return cs(x, mb); });
             }
         }
+    }
 
-        // ESTIMATES
-        input->set_estimates({{0, 8192}, {0, 8192}});
-        fp8_format.set_estimate(0);
-        pow2_scales.set_estimate(1);
-        epsilon_bits.set_estimate(0);
-        mx_rceil.set_estimate(1);
-        for (Output<Buffer<>> *o : {rows, cols}) {
-            if (o) o->set_estimates({{0, 8192}, {0, 8192}});
-        }
-        for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
-            if (o) o->set_estimates({{0, 8192}, {0, 64}});
-        }
-
-        // THE SCHEDULE
+    void schedule() {
         if (using_autoscheduler()) return;
         if (default_schedule) {
             for (BlockScales *b : {&rows_scale_for_q, &cols_scale_for_q, &rows_scale_for_array, &cols_scale_for_array}) {
@@ -321,7 +339,6 @@ public:
         }
     }
 
-private:
     Var x{"x"}, y{"y"}, bx{"bx"}, by{"by"}, xo{"xo"}, yo{"yo"}, xi{"xi"}, yi{"yi"}, xt{"xt"}, yt{"yt"};
     Input<Buffer<>> *input = nullptr, *col_partials_in = nullptr, *row_max_in = nullptr, *col_max_in = nullptr;
     Input<uint64_t> *row_max_address = nullptr, *col_max_address = nullptr;
@@ -341,7 +358,7 @@ private:
         Func amax, scale;
         RDom r;
         bool along_k;
-        Func factors;  // mx in the CUDA tiles: the block's two fp32 factors (mx_factors)
+        Func factors;  // mx in the CUDA and CPU tiles: the block's two fp32 factors (mx_factors)
     };
     BlockScales rows_scale_for_q, cols_scale_for_q, rows_scale_for_array, cols_scale_for_array;
 
@@ -392,6 +409,7 @@ private:
 
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
     bool cpu_tiled() const { return sched.value() == "cpu" && tile != 0; }
+    bool per_tile() const { return sched.value() == "cuda_tiled" || cpu_tiled(); }
 
     // Axiswise in the block recipes' 128 x 128 tiles, two passes that each read x once:
     // - maxima: the tile's row and column maxima (the block1d tiles' 1 x 128 and 128 x 1
@@ -523,6 +541,12 @@ private:
             schedule_axis_first();
             return;
         }
+        schedule_axiswise(down);
+    }
+
+    // Axiswise in one pass (cpu, cuda_general) or its second pass: `down` the reduction down
+    // the rows (or the strips' maxima).
+    void schedule_axiswise(RDom down) {
         Var t("t");
         RVar ro("ro"), ri("ri");
         if (sched.value() == "cpu") {
@@ -799,11 +823,9 @@ private:
     // schedule_cpu (build machine, noisy, alternated; docs/quantize_fp8.md).
     void schedule_cpu_tiled() {
         const int TK = tile, TM = tile_rows, B = recipe == Recipe::mx ? 32 : 128;
-        const bool square = recipe == Recipe::block2d;
         const TailStrategy guard = TailStrategy::GuardWithIf;
         // Vectors no wider than a block along K, so that each holds one rows scale.
         const int vec = std::min(natural_vector_size<uint8_t>(), B);
-        const int lanes = natural_vector_size(in_type == ElemType::fp32 ? UInt(32) : UInt(16));
         // Buffers from 0 (the runtime binds them so): a vector's block index is then provably
         // one value, a broadcast scale (unknown mins made it a gather of 64 scales).
         for (int d = 0; d < 2; d++) {
@@ -826,43 +848,50 @@ private:
         cols_q.compute_at(*rows, xo).vectorize(x, vec, guard).bound_storage(x, TK);
         // The scale arrays in the tiles' loops: along K (x) tile / B entries of a tile where the
         // array is blocked along K, else tile; along M (y) likewise.
-        auto fuse_array = [&](Output<Buffer<>> *o, bool blocked_k, bool blocked_m) {
-            Var a("a"), b("b");
-            const bool k_first = o->args()[0].name() == x.name();
-            const int per_k = blocked_k ? TK / B : TK, per_m = blocked_m ? TM / B : TM;
-            o->split(x, xo, a, per_k, guard)
-                .split(y, yo, b, per_m, guard)
-                .reorder(k_first ? a : b, k_first ? b : a, xo, yo)
-                .parallel(yo)
-                .compute_with(*rows, xo);
-            // Each entry's 1 / scale is some 50 scalar operations (fp64 and integer rounding).
-            if ((k_first ? per_k : per_m) >= 8) o->vectorize(k_first ? a : b, 8);
-        };
-        fuse_array(rows_scale, true, square);
-        fuse_array(cols_scale, square, true);
-        // Each scale instance (block2d: one for both) once per tile, its maxima in vector lanes:
-        // down the columns for cols' blocks, in lanes along a row reduced across them for rows'.
-        for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
-            if (bs == &cols_scale_for_q && square) continue;
-            bs->scale.compute_at(*rows, xo);
-            if (bs->factors.defined()) {  // mx: the two factors of each block, beside its byte
-                bs->factors.compute_at(*rows, xo).vectorize(bs->along_k ? y : x, 8, guard);
-            }
-            if (!bs->along_k && !square) {
-                bs->scale.vectorize(x, lanes, guard);
-                bs->amax.compute_at(bs->scale, by).vectorize(x, lanes, guard);
-                bs->amax.update().reorder(x, bs->r.x).vectorize(x, lanes, guard);
-                continue;
-            }
-            // The tile's maxima first, then its scales from them, 8 rows a vector (1x128, MX).
-            if (!square) bs->scale.vectorize(y, 8, guard);
-            Var lane("lane");
-            RVar ro("ro"), ri("ri");
-            bs->amax.compute_at(*rows, xo);
-            Func per_lane = bs->amax.update().split(bs->r.x, ro, ri, std::min(lanes, B)).rfactor(ri, lane);
-            per_lane.compute_at(bs->amax, bx).vectorize(lane);
-            per_lane.update().vectorize(lane);
+        const bool square = recipe == Recipe::block2d;
+        fuse_cpu_scale_array(rows_scale, TK / B, square ? TM / B : TM);
+        fuse_cpu_scale_array(cols_scale, square ? TK / B : TK, TM / B);
+        schedule_cpu_tile_scales(rows_scale_for_q);
+        if (!square) schedule_cpu_tile_scales(cols_scale_for_q);  // block2d: one instance for both
+    }
+
+    // A scale array's entries of a CPU tile (per_k along K, per_m along M) in the tile's loops.
+    void fuse_cpu_scale_array(Output<Buffer<>> *o, int per_k, int per_m) {
+        Var a("a"), b("b");
+        const bool k_first = o->args()[0].name() == x.name();
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        o->split(x, xo, a, per_k, guard).split(y, yo, b, per_m, guard);
+        Var inner = k_first ? a : b, outer = k_first ? b : a;
+        o->reorder(inner, outer, xo, yo).parallel(yo).compute_with(*rows, xo);
+        // Each entry's 1 / scale is some 50 scalar operations (fp64 and integer rounding).
+        if ((k_first ? per_k : per_m) >= 8) o->vectorize(inner, 8);
+    }
+
+    // One scale instance once per CPU tile, its maxima in vector lanes: down the columns for
+    // cols' blocks, in lanes along a row reduced across them for rows' (and block2d's).
+    void schedule_cpu_tile_scales(BlockScales &bs) {
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        const int lanes = natural_vector_size(in_type == ElemType::fp32 ? UInt(32) : UInt(16));
+        const bool square = recipe == Recipe::block2d;
+        bs.scale.compute_at(*rows, xo);
+        if (bs.factors.defined()) {  // mx: the two factors of each block, beside its byte
+            bs.factors.compute_at(*rows, xo).vectorize(bs.along_k ? y : x, 8, guard);
         }
+        if (!bs.along_k && !square) {
+            bs.scale.vectorize(x, lanes, guard);
+            bs.amax.compute_at(bs.scale, by).vectorize(x, lanes, guard);
+            bs.amax.update().reorder(x, bs.r.x).vectorize(x, lanes, guard);
+            return;
+        }
+        // The tile's maxima first, then its scales from them, 8 rows a vector (1x128, MX).
+        if (!square) bs.scale.vectorize(y, 8, guard);
+        Var lane("lane");
+        RVar ro("ro"), ri("ri");
+        bs.amax.compute_at(*rows, xo);
+        Func per_lane = bs.amax.update().split(bs.r.x, ro, ri, std::min(lanes, B)).rfactor(ri, lane);
+        per_lane.compute_at(bs.amax, bx).vectorize(lane);
+        per_lane.update().vectorize(lane);
     }
 
     // cols (x transposed) in tile_m x 32 tiles: the codes staged in shared memory, each
@@ -938,15 +967,27 @@ private:
     // (quantize_tiles_2026-12-05_h200_7943873.md); what lost: docs/quantize_fp8.md.
     void schedule_cuda_tiled() {
         if (in_type == ElemType::fp32) throw std::invalid_argument("cuda_tiled stages 16-bit inputs only");
-        const int T = 128, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
+        const int T = schedx::quantize_layout::kTile, B = recipe == Recipe::mx ? 32 : 128, R = rows_per_thread;
+        const int W = vector_io ? schedx::quantize_layout::kVectorElems : 1;  // codes per element of rows and cols
         const bool square = recipe == Recipe::block2d;
-        const int whole = square ? 4 * T : T;
+        constrain_tiles(T, W, square);
+        Expr K = input->dim(0).extent(), M = input->dim(1).extent();
+        constrain_tiled_scales(T, B, K, M, square);
+        Func first = row_sink ? Func(*row_sink) : rows ? Func(*rows) : Func(*cols);
+        schedule_tiled_codes(T, W, R);
+        schedule_tiled_scale_arrays(first, T, B);
+        schedule_tile_staging(first, T, R);
+        schedule_tiled_maxima(first, T, B, square);
+    }
+
+    // Whole tiles only (block2d: 4 x 4 of them); with vector_io, rows of whole 8-byte vectors.
+    void constrain_tiles(int T, int W, bool square) {
+        const int whole = schedx::quantize_layout::whole_tiles(square);
         Expr K = input->dim(0).extent(), M = input->dim(1).extent();
         input->dim(0).set_min(0).set_extent((K / whole) * whole);
         input->dim(1).set_min(0).set_extent((M / whole) * whole);
         K = input->dim(0).extent();
         M = input->dim(1).extent();
-        const int W = vector_io ? 4 : 1;  // codes per element of rows and cols
         if (rows) {
             rows->dim(0).set_min(0).set_extent(K / W);
             rows->dim(1).set_min(0).set_extent(M);
@@ -956,9 +997,12 @@ private:
             cols->dim(1).set_min(0).set_extent(K);
         }
         if (vector_io) {
-            input->set_host_alignment(8);
-            input->dim(1).set_stride((input->dim(1).stride() / 4) * 4);
+            input->set_host_alignment(2 * W);  // 16-bit elements
+            input->dim(1).set_stride((input->dim(1).stride() / W) * W);
         }
+    }
+
+    void constrain_tiled_scales(int T, int B, Expr K, Expr M, bool square) {
         // Scale arrays (no padding at whole tiles): block1d [K/128][M], [M/128][K]; block2d
         // [M/128][K/128], [K/128][M/128]; mx [M][K/32], [K][M/32] (dim 0 first).
         Expr rs0 = recipe == Recipe::block1d ? M : K / B, rs1 = recipe == Recipe::block1d ? K / B : (square ? M / B : M);
@@ -970,10 +1014,11 @@ private:
         if (cols) cols_scale->dim(0).set_min(0).set_extent(cs0).dim(1).set_min(0).set_extent(cs1);
         if (row_sink) row_sink->dim(0).set_min(0).set_extent(M).dim(1).set_min(0).set_extent(K / T);
         if (col_sink) col_sink->dim(0).set_min(0).set_extent(K).dim(1).set_min(0).set_extent(M / T);
+    }
 
-        // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns), one word
-        // of codes per row (column) with vector_io.
-        Func first = row_sink ? Func(*row_sink) : rows ? Func(*rows) : Func(*cols);
+    // Threads: 32 x (128 / R), each 4 elements of R rows (cols: of R columns), one word
+    // of codes per row (column) with vector_io.
+    void schedule_tiled_codes(int T, int W, int R) {
         if (rows) {
             rows->tile(x, y, xo, yo, xi, yi, T / W, T, TailStrategy::RoundUp)
                 .split(xi, xt, xi, 4 / W, TailStrategy::RoundUp)
@@ -1000,47 +1045,54 @@ private:
         // each byte stored from them.
         if (rows && encoder.value() == "ptx" && !vector_io) rows_pairs.compute_at(*rows, yi).store_in(MemoryType::Register).unroll(x);
         if (cols && encoder.value() == "ptx" && !vector_io) cols_pairs.compute_at(*cols, xi).store_in(MemoryType::Register).unroll(y);
-        // Scale arrays: the block loops renamed xo (K tiles) and yo (M tiles) to fuse.
-        auto fuse_array = [&](Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
-            Var a("a"), b("b");
-            Var outer0 = dim0_along_k ? xo : yo, outer1 = dim0_along_k ? yo : xo;
-            o->split(o->args()[0], outer0, a, per_tile0, TailStrategy::RoundUp)
-                .split(o->args()[1], outer1, b, per_tile1, TailStrategy::RoundUp)
-                .reorder(a, b, xo, yo)
-                .gpu_blocks(xo, yo);
-            // A thread per entry along the tile's longer side (as 32 x n threads), the
-            // other side serial.
-            Var lo("lo"), hi("hi");
-            Var across = per_tile0 >= per_tile1 ? a : b, along = per_tile0 >= per_tile1 ? b : a;
-            const int n = std::max(per_tile0, per_tile1);
-            if (n > 32) {
-                o->split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi, xo, yo).gpu_threads(lo, hi);
-            } else {
-                o->reorder(along, across, xo, yo).gpu_threads(across);
-            }
-            o->unroll(along);
-            if (Func(*o).name() != first.name()) o->compute_with(first, xo);
-        };
+    }
+
+    // A scale array's tile in the block of `first` (compute_with): the block loops renamed xo
+    // (K tiles) and yo (M tiles) to fuse.
+    void fuse_scale_array(Func first, Output<Buffer<>> *o, bool dim0_along_k, int per_tile0, int per_tile1) {
+        Var a("a"), b("b");
+        Var outer0 = dim0_along_k ? xo : yo, outer1 = dim0_along_k ? yo : xo;
+        o->split(o->args()[0], outer0, a, per_tile0, TailStrategy::RoundUp)
+            .split(o->args()[1], outer1, b, per_tile1, TailStrategy::RoundUp)
+            .reorder(a, b, xo, yo)
+            .gpu_blocks(xo, yo);
+        // A thread per entry along the tile's longer side (as 32 x n threads), the
+        // other side serial.
+        Var lo("lo"), hi("hi");
+        Var across = per_tile0 >= per_tile1 ? a : b, along = per_tile0 >= per_tile1 ? b : a;
+        const int n = std::max(per_tile0, per_tile1);
+        if (n > 32) {
+            o->split(across, hi, lo, 32, TailStrategy::RoundUp).reorder(along, lo, hi, xo, yo).gpu_threads(lo, hi);
+        } else {
+            o->reorder(along, across, xo, yo).gpu_threads(across);
+        }
+        o->unroll(along);
+        if (Func(*o).name() != first.name()) o->compute_with(first, xo);
+    }
+
+    void schedule_tiled_scale_arrays(Func first, int T, int B) {
         if (row_sink) {  // axiswise pass 1: the sinks as block1d's scale arrays
-            fuse_array(row_sink, false, T, 1);
-            fuse_array(col_sink, true, T, 1);
+            fuse_scale_array(first, row_sink, false, T, 1);
+            fuse_scale_array(first, col_sink, true, T, 1);
         } else if (recipe == Recipe::axis) {
             // Axiswise pass 2: the row scales by the first column of tiles, the column scales
             // by the first row (fused loops of unequal extents). In kernels of their own they
             // took 3 us each (H100), latency-bound.
-            fuse_array(rows_scale, true, 1, T);   // [M][1]: (x, m)
-            fuse_array(cols_scale, true, T, 1);   // [1][K]: (k, y)
+            fuse_scale_array(first, rows_scale, true, 1, T);   // [M][1]: (x, m)
+            fuse_scale_array(first, cols_scale, true, T, 1);   // [1][K]: (k, y)
         } else if (recipe == Recipe::block1d) {
-            if (rows) fuse_array(rows_scale, false, T, 1);  // (m, kb)
-            if (cols) fuse_array(cols_scale, true, T, 1);   // (k, mb)
+            if (rows) fuse_scale_array(first, rows_scale, false, T, 1);  // (m, kb)
+            if (cols) fuse_scale_array(first, cols_scale, true, T, 1);   // (k, mb)
         } else if (recipe == Recipe::mx) {
-            if (rows) fuse_array(rows_scale, true, T / B, T);   // (kb, m)
-            if (cols) fuse_array(cols_scale, false, T / B, T);  // (mb, k)
+            if (rows) fuse_scale_array(first, rows_scale, true, T / B, T);   // (kb, m)
+            if (cols) fuse_scale_array(first, cols_scale, false, T / B, T);  // (mb, k)
         } else {
-            if (rows) fuse_array(rows_scale, true, 1, 1);   // (kb, mb)
-            if (cols) fuse_array(cols_scale, false, 1, 1);  // (mb, kb)
+            if (rows) fuse_scale_array(first, rows_scale, true, 1, 1);   // (kb, mb)
+            if (cols) fuse_scale_array(first, cols_scale, false, 1, 1);  // (mb, kb)
         }
+    }
 
+    void schedule_tile_staging(Func first, int T, int R) {
         // The input tile, staged once: each thread loads 4 elements of R rows.
         xraw.compute_at(first, xo)
             .store_in(MemoryType::GPUShared)
@@ -1071,6 +1123,9 @@ private:
                 .bound_extent(y, T)
                 .bound_storage(x, T / 4 + 1);
         }
+    }
+
+    void schedule_tiled_maxima(Func first, int T, int B, bool square) {
         for (BlockScales *bs : {&rows_scale_for_q, &cols_scale_for_q}) {
             if (!bs->scale.defined()) continue;
             if (bs == &cols_scale_for_q && square && rows) continue;  // the same instance as rows'

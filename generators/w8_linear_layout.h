@@ -35,4 +35,10 @@ struct Layout {
     int x_vector_words() const { return lane ? std::min(2 * vector_words, 4) : mma ? std::min(2 * load_words, 4) : 4; }
 };
 
+// The cuBLAS paths' stages (w8_dequantize, w8_rescale) move 16-byte vectors: buffers 16-byte
+// aligned, rows and extents in whole vectors.
+constexpr int kStageVectorBytes = 16;
+// w8_planes: a plane row holds K digits, then the row's exponent byte and zeros up to K + 16.
+constexpr int kPlanesRowPad = 16;
+
 }  // namespace schedx::w8

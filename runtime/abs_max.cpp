@@ -1,6 +1,8 @@
 // schedx_abs_max: max |x| for current (just-in-time) fp8 scaling, by the abs_max variants.
 #include "abs_max.h"
 
+#include "abs_max_layout.h"
+
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,7 +19,8 @@ namespace {
 // Word variants read 16-byte vectors: x and its rows 16-byte aligned, rows whole vectors.
 bool can_run(const Variant &v, const void *x, int64_t k, int64_t ldx, int elem_bytes) {
     if (v.param("schedule") != "cuda") return true;
-    return aligned16(x) && (ldx * elem_bytes) % 16 == 0 && (k * elem_bytes) % 16 == 0;
+    constexpr int vec = abs_max_layout::kWordVectorBytes;
+    return aligned_to(x, vec) && (ldx * elem_bytes) % vec == 0 && (k * elem_bytes) % vec == 0;
 }
 
 }  // namespace
@@ -25,8 +28,9 @@ bool can_run(const Variant &v, const void *x, int64_t k, int64_t ldx, int elem_b
 int64_t abs_max_blocks(const Variant &v, int64_t m, int64_t k, int elem_bytes) {
     // A block covers threads_x * load_words units of its input buffer (32-bit words for the
     // word variants, elements otherwise) by threads_y * rows_per_thread rows.
-    const int64_t block_units = int64_t(v.param_int("threads_x", 64)) * v.param_int("load_words", 4);
-    const int64_t block_rows = int64_t(v.param_int("threads_y", 4)) * v.param_int("rows_per_thread", 8);
+    constexpr abs_max_layout::Block d{};  // the generator's defaults
+    const int64_t block_units = int64_t(v.param_int("threads_x", d.threads_x)) * v.param_int("load_words", d.load_words);
+    const int64_t block_rows = int64_t(v.param_int("threads_y", d.threads_y)) * v.param_int("rows_per_thread", d.rows_per_thread);
     const int64_t units = v.param("schedule") == "cuda" ? k * elem_bytes / 4 : k;
     return (units + block_units - 1) / block_units * ((m + block_rows - 1) / block_rows);
 }

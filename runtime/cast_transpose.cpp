@@ -5,6 +5,7 @@
 
 #include "abs_max.h"
 #include "cast_transpose_call.h"
+#include "cast_transpose_layout.h"
 #include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
@@ -43,15 +44,15 @@ void bind_cast(PipelineCall &call, const CastTransposeCall &c) {
 namespace {
 
 // The short dimension a cuda_skinny variant takes: its threads walk it one element per step.
-// Up to one row short of the smallest tile (64), which no tiled variant takes.
-constexpr int64_t kSkinnyMax = 63;
+// Up to one row short of the smallest tile (the default, 64), which no tiled variant takes.
+constexpr int64_t kSkinnyMax = cast_layout::kTile - 1;
 
 // A tiled variant's tile in elements: tile_rows along M (square when absent) by tile along K.
 struct TileShape {
     int64_t m, k;
 };
 TileShape tile_shape(const Variant &v) {
-    const int64_t k = v.param_int("tile", 64);
+    const int64_t k = v.param_int("tile", cast_layout::kTile);
     return {v.param_int("tile_rows", k), k};
 }
 
@@ -76,9 +77,10 @@ bool can_run(const Variant &v, const CastTransposeCall &c) {
     if (v.param("io", "word") == "element") return true;
     // cols_io=element stores cols by bytes: any ld_cols and M.
     const bool shift_m = c.m % t.m != 0, shift_k = c.k % t.k != 0, cols_bytes = v.param("cols_io") == "element";
-    return aligned16(c.x) && (c.ldx * c.elem_bytes) % 16 == 0 && (!shift_k || (c.k * c.elem_bytes) % 16 == 0) &&
-           (!c.rows || (aligned16(c.rows) && c.ld_rows % 16 == 0 && (!shift_k || c.k % 16 == 0))) &&
-           (!c.cols || cols_bytes || (aligned16(c.cols) && c.ld_cols % 16 == 0 && (!shift_m || c.m % 16 == 0)));
+    constexpr int64_t vec = cast_layout::kWordVectorBytes;
+    return aligned_to(c.x, vec) && (c.ldx * c.elem_bytes) % vec == 0 && (!shift_k || (c.k * c.elem_bytes) % vec == 0) &&
+           (!c.rows || (aligned_to(c.rows, vec) && c.ld_rows % vec == 0 && (!shift_k || c.k % vec == 0))) &&
+           (!c.cols || cols_bytes || (aligned_to(c.cols, vec) && c.ld_cols % vec == 0 && (!shift_m || c.m % vec == 0)));
 }
 
 // Untuned, the general, skinny and autoscheduled CUDA variants go after every tiled one: the
@@ -96,7 +98,8 @@ constexpr int64_t kSkinnyShortMUntuned = 16;
 int untuned_rank(const Variant &v, const CastTransposeCall &c) {
     if (v.device != Device::cuda) return 0;
     if (v.param("schedule") == "cuda_tiled") {
-        const bool split_sectors = c.rows && c.ld_rows % 32 != 0 && v.param_int("tile", 64) < 128 && v.param("io") != "element";
+        const bool split_sectors = c.rows && c.ld_rows % 32 != 0 && v.param_int("tile", cast_layout::kTile) < 128 &&
+                                   v.param("io") != "element";
         return ((c.amax || c.scale_inv) && v.param("with_amax") != "true" ? 2 : 0) + (split_sectors ? 1 : 0);
     }
     if (v.param("schedule") != "cuda_skinny") return 4;

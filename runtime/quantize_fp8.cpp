@@ -13,6 +13,7 @@
 #include "pipeline_call.h"
 #include "registry.h"
 #include "quantize_fp8_call.h"
+#include "quantize_fp8_layout.h"
 #include "status.h"
 #include "validate.h"
 
@@ -68,11 +69,13 @@ namespace {
 
 bool aligned(const void *p, uintptr_t n) { return reinterpret_cast<uintptr_t>(p) % n == 0; }
 
-// vector_io: x in 8-byte loads, the codes in 4-byte stores (generators/quantize_fp8_generator.cpp).
+// vector_io: x in vectors of kVectorElems 16-bit elements, the codes in words of as many
+// (generators/quantize_fp8_layout.h).
 bool vectors_fit(const Variant &v, const QuantizeCall &c) {
+    constexpr int n = quantize_layout::kVectorElems;
     return v.param("vector_io") != "true" ||
-           (aligned(c.x, 8) && c.ldx % 4 == 0 && (!c.rows || (aligned(c.rows, 4) && c.ld_rows % 4 == 0)) &&
-            (!c.cols || (aligned(c.cols, 4) && c.ld_cols % 4 == 0)));
+           (aligned(c.x, 2 * n) && c.ldx % n == 0 && (!c.rows || (aligned(c.rows, n) && c.ld_rows % n == 0)) &&
+            (!c.cols || (aligned(c.cols, n) && c.ld_cols % n == 0)));
 }
 
 // The second pass of a tiled axiswise call: the first quantize_fp8_axis_codes variant of the
@@ -89,15 +92,15 @@ const Variant *axis_codes_variant(const std::string &in_type, const QuantizeCall
     return nullptr;
 }
 
-// Tiled variants take whole 128 x 128 tiles (block2d: M and K multiples of 512, so that
-// its scale arrays have no padding); the general ones any shape. A tiled axiswise first pass
+// Tiled variants take whole tiles (quantize_fp8_layout.h: 128 x 128; block2d M and K multiples
+// of 512, so that its scale arrays have no padding); the general ones any shape. A tiled axiswise first pass
 // needs a second that the device runs.
 bool can_run(const Variant &v, const QuantizeCall &c, int sm) {
     if (v.param("schedule") != "cuda_tiled") return true;
     if (v.param("axis_pass") == "maxima" && !axis_codes_variant(std::string(v.param("in_type")), c, sm)) {
         return false;
     }
-    const int64_t whole = v.param("recipe") == "block2d" ? 512 : 128;
+    const int64_t whole = quantize_layout::whole_tiles(v.param("recipe") == "block2d");
     return c.m % whole == 0 && c.k % whole == 0 && vectors_fit(v, c);
 }
 
@@ -112,7 +115,7 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
     const auto &second = candidates("quantize_fp8_axis_cols", dev, in_type,
                                     [&](const Variant &v) { return v.param("in_type") == in_type; });
     if (second.empty()) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no quantize_fp8_axis_cols variant for ") + in_type);
-    const int64_t strips = ceil_div(c.m, first.param_int("strip_rows", 32));
+    const int64_t strips = ceil_div(c.m, first.param_int("strip_rows", quantize_layout::kStripRows));
     const size_t words = size_t(strips) * size_t(c.k);
     std::unique_ptr<uint32_t[]> host;
     std::unique_lock<std::mutex> workspace_lock;
@@ -142,9 +145,10 @@ schedx_status run_axis_two_passes(const Variant &first, const QuantizeCall &c, D
 schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const char *in_type, void *stream, void *ctx) {
     const Variant *second = axis_codes_variant(in_type, c, cuda_context_sm(ctx));
     if (!second) return fail(SCHEDX_ERR_NO_VARIANT, std::string("no quantize_fp8_axis_codes variant for ") + in_type);
-    // The sinks the atomics are stored to: [K/128][M] and [M/128][K] bytes (whole tiles).
-    const size_t maxima = size_t(c.m) + size_t(c.k), row_sink = size_t(c.k / 128) * size_t(c.m);
-    const size_t bytes = maxima * 4 + row_sink + size_t(c.m / 128) * size_t(c.k);
+    // The sinks the atomics are stored to: [K/T][M] and [M/T][K] bytes (whole tiles).
+    constexpr int T = quantize_layout::kTile;
+    const size_t maxima = size_t(c.m) + size_t(c.k), row_sink = size_t(c.k / T) * size_t(c.m);
+    const size_t bytes = maxima * 4 + row_sink + size_t(c.m / T) * size_t(c.k);
     std::unique_lock<std::mutex> workspace_lock = lock_stream_workspace(ctx, stream);
     void *workspace = nullptr;
     schedx_status s;
@@ -158,8 +162,8 @@ schedx_status run_axis_tiled(const Variant &first, const QuantizeCall &c, const 
         bind(call, c);
         call.bind_address("row_max_address", row_max);
         call.bind_address("col_max_address", col_max);
-        call.bind_matrix("row_sink", sinks, c.k / 128, c.m, c.m, 1);
-        call.bind_matrix("col_sink", sinks + row_sink, c.m / 128, c.k, c.k, 1);
+        call.bind_matrix("row_sink", sinks, c.k / T, c.m, c.m, 1);
+        call.bind_matrix("col_sink", sinks + row_sink, c.m / T, c.k, c.k, 1);
         if ((s = call.run())) return s;
     }
     PipelineCall call(*second, stream, ctx);

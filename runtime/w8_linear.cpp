@@ -102,9 +102,10 @@ void bind_common(PipelineCall &call, const W8LinearCall &c) {
     call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
 }
 
-// Dequantize moves 16-int8 vectors; cuBLAS takes any leading dimension.
+// Dequantize moves 16-byte vectors of int8 (w8_linear_layout.h); cuBLAS takes any leading dimension.
 bool cublas_fits(const W8LinearCall &c) {
-    return c.m > 1 && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
+    constexpr int vec = w8::kStageVectorBytes;
+    return c.m > 1 && aligned_to(c.w, vec) && c.ldw % vec == 0 && c.k % vec == 0 && cublas_available();
 }
 
 }  // namespace
@@ -150,15 +151,18 @@ bool can_run(const Variant &v, const W8LinearCall &c) {
     case Family::mma: return c.m <= l.batch && words_fit(c, l);
     // The CPU schedule with batch B always computes B rows per pass: from M = B on.
     case Family::cpu: return c.m >= l.batch;
-    // The in-place rescale moves 8-output vectors.
-    case Family::rescale: return aligned16(c.y) && c.ldy % 8 == 0 && c.n % 8 == 0 && cublas_fits(c);
+    // The in-place rescale moves 16-byte vectors of outputs.
+    case Family::rescale: {
+        constexpr int vec = w8::kStageVectorBytes, outputs = vec / 2;
+        return aligned_to(c.y, vec) && c.ldy % outputs == 0 && c.n % outputs == 0 && cublas_fits(c);
+    }
     case Family::dequantize: return cublas_fits(c);
     // cuBLAS's int8 GEMM takes K and W's rows in whole 16-byte steps; its int32 sums of
     // products of at most 2^14 stay exact up to K = 2^17; the workspace's planes and int32
     // products must fit Halide's 32-bit indexing, as the caller's buffers do.
     case Family::planes: {
         const int64_t rows = 3 * c.m;
-        return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && rows * (c.k + 16) <= INT32_MAX &&
+        return c.m <= kPlanesMaxRows && c.k <= (int64_t(1) << 17) && rows * (c.k + w8::kPlanesRowPad) <= INT32_MAX &&
                rows * c.n <= INT32_MAX && aligned16(c.w) && c.ldw % 16 == 0 && c.k % 16 == 0 && cublas_available();
     }
     case Family::general: return true;
@@ -335,7 +339,7 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
                               void *ctx) {
     const Variant *epilogue = epilogue_variant("planes_epilogue", v.param("x_type"), scale_type, c.bias != nullptr);
     if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
-    const int64_t rows = 3 * c.m, pitch = c.k + 16;
+    const int64_t rows = 3 * c.m, pitch = c.k + w8::kPlanesRowPad;
     const size_t planes_bytes = ((size_t(rows) * size_t(pitch) + 255) / 256) * 256;
     schedx_status s;
     void *ws = nullptr;

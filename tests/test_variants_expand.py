@@ -30,6 +30,51 @@ class Expand(unittest.TestCase):
         self.assertEqual(out[3].device, "cuda")
         self.assertEqual(out[3].settings, {})
 
+    def test_null_leaves_a_parameter_out(self) -> None:
+        out = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "coalesced": [True, None],
+                       "types": "bf16_sbf16"}])
+        self.assertEqual([v.name for v in out], ["w8_linear_bf16_sbf16_gemv_r2w8_coalesced",
+                                                 "w8_linear_bf16_sbf16_gemv_r2w8"])
+        self.assertNotIn("coalesced", out[1].params)
+
+    def test_a_group_builds_its_spaces_type_by_type(self) -> None:
+        out = expand([{"types": "bf16_sbf16_bias fp16_sfp32", "warps": 4, "spaces": [
+            {"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8},
+            {"schedule": "cuda_smallbatch", "batch": 4, "rows_per_warp": 1, "load_words": 2}]}])
+        self.assertEqual([v.name for v in out], [
+            "w8_linear_bf16_sbf16_bias_gemv_r2w8", "w8_linear_bf16_sbf16_bias_b4_r1w2",
+            "w8_linear_fp16_sfp32_gemv_r2w8", "w8_linear_fp16_sfp32_b4_r1w2"])
+        self.assertEqual(out[3].params["warps"], "4")
+        with self.assertRaisesRegex(ValueError, "restates"):
+            expand([{"types": "bf16_sbf16", "warps": 4, "spaces": [{"schedule": "cuda_gemv", "warps": 8}]}])
+
+    def test_autoschedulers_span_like_parameters(self) -> None:
+        out = expand([{"device": "cpu", "autoscheduler": ["Adams2019", "Mullapudi2016"], "schedule": "auto",
+                       "autoscheduler.parallelism": 16, "types": "bf16_sbf16"}])
+        self.assertEqual([(v.name, v.autoscheduler, v.device) for v in out], [
+            ("w8_linear_bf16_sbf16_auto_adams2019_cpu", "Adams2019", "cpu"),
+            ("w8_linear_bf16_sbf16_auto_mullapudi2016_cpu", "Mullapudi2016", "cpu")])
+        self.assertNotIn("autoscheduler", out[0].params)
+
+    def test_differences_name_each_change(self) -> None:
+        a = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": [8, 4], "types": "bf16_sbf16"}])
+        b = expand([{"schedule": "cuda_gemv", "load_words": 8, "rows_per_warp": 2, "types": "bf16_sbf16"}])
+        self.assertEqual(variants.differences(a[:1], b), [])  # parameters' order is not a difference
+        self.assertEqual(variants.differences(a, b), ["only before: w8_linear_bf16_sbf16_gemv_r2w4"])
+        c = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "jit_max_registers": 128,
+                     "types": "bf16_sbf16"}])
+        self.assertEqual(len(variants.differences(b, c)), 1)
+
+    def test_a_stage_or_schedule_picks_the_generator(self) -> None:
+        header = {**W8, "generators": {"cuda_gemv": "w8_linear_lanes", "planes": "w8_planes"}}
+        out = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "types": "bf16_sbf16"},
+                      {"schedule": "cuda_row_blocks", "stage": "planes", "types": "bf16"},
+                      {"schedule": "cpu", "types": "bf16_sbf16"}], header=header)
+        self.assertEqual([v.generator for v in out], ["w8_linear_lanes", "w8_planes", "w8_linear"])
+        self.assertEqual(out[1].params["stage"], "planes")  # in the registry row
+        self.assertNotIn("stage", out[1].generator_params())  # not given to w8_planes, which it names
+        self.assertIn("schedule", out[0].generator_params())
+
     def test_min_sm_and_device_follow_from_parameters(self) -> None:
         out = expand([{"schedule": "cuda_tiled", "tile": 64, "rows_per_thread": 8, "load_words": 4,
                        "encoder": "ptx", "types": "bf16_e5m2"}, {"schedule": "cpu", "types": "fp32"}],

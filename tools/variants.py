@@ -2,21 +2,28 @@
 """schedules/variants.json's spaces expanded into variants, each named from its parameters.
 
 An entry of an operator's "spaces" names a schedule family ("schedule") and its parameter
-values; a list of values spans them (the first parameter outermost). "types" lists the type
-combinations it is built for, one token each: "bf16_sfp32_bias" is x bf16, scales fp32, a
-bias; "fp16_e5m2" is fp16 input, e5m2 codes (an operator's input_param names its input
-dtype's parameter, in_type unless given). Runtime settings ride along (jit_max_registers,
-cublaslt_config, cublaslt_heuristic_rank); min_sm and the device follow from the parameters.
-An operator's variants keep the spaces' order: the untuned preference order within each
-type combination.
+values; a list of values spans them (the first parameter outermost), null in a list leaves
+the parameter out (the generator's default). "types" lists the type combinations it is built
+for, one token each: "bf16_sfp32_bias" is x bf16, scales fp32, a bias; "fp16_e5m2" is fp16
+input, e5m2 codes (an operator's input_param names its input dtype's parameter, in_type
+unless given). An entry with "spaces" of its own builds them for each of its types in turn
+(the types outermost) with its other keys added. An operator's "generators" maps a stage or a
+schedule to the generator that builds it (its "generator" builds the rest); a stage that names
+its generator is not one of its parameters. Runtime settings ride along
+(jit_max_registers, cublaslt_config, cublaslt_heuristic_rank); min_sm and the device follow
+from the parameters unless "device" is given (autoscheduled entries). An operator's variants
+keep the spaces' order: the untuned preference order within each type combination.
 
-  variants.py cmake OUT   the CMake calls (schedules/variants.cmake includes OUT)
+  variants.py cmake OUT   the CMake calls (cmake/variants.cmake includes OUT)
   variants.py list        name, operator, device, parameters: one variant a line
+  variants.py same REF    whether the list equals the one REF's variants.json expands to
+                          (order, names, parameters, settings); prints each difference
 """
 from __future__ import annotations
 
 import itertools
 import json
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +55,11 @@ class Variant:
     settings: dict[str, str] = field(default_factory=dict)  # runtime settings (is_setting)
     autoscheduler: str = ""
     name: str = ""
+    stage_named_generator: bool = False
+
+    def generator_params(self) -> dict[str, str]:
+        """The parameters given to the generator: all but a stage that named it."""
+        return {k: x for k, x in self.params.items() if k != "stage" or not self.stage_named_generator}
 
 
 def text(value: Any) -> str:
@@ -169,26 +181,53 @@ def min_sm(p: dict[str, str]) -> int:
     return 80 if p.get("evict_first") == "true" or p.get("schedule") == "cuda_mma" else 0
 
 
+def generator_of(o: dict[str, Any], params: dict[str, str]) -> tuple[str, bool]:
+    """The generator of a variant: its stage's or its schedule's in the operator's map, else the
+    operator's own; and whether its stage named it (then the stage is no parameter of it)."""
+    by = o.get("generators", {})
+    if params.get("stage") in by:
+        return by[params["stage"]], True
+    return by.get(params.get("schedule"), o["generator"]), False
+
+
+def flat_entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The entries with each group ("spaces" of its own) unrolled: its types outermost."""
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        if "spaces" not in entry:
+            out.append(entry)
+            continue
+        shared = {k: x for k, x in entry.items() if k not in ("spaces", "types")}
+        for token in entry["types"].split():
+            for sub in entry["spaces"]:
+                if "types" in sub or shared.keys() & sub.keys():
+                    raise ValueError(f"variants.json: a grouped entry restates its group's keys: {sub}")
+                out.append({**shared, **sub, "types": token})
+    return out
+
+
 def expand(spaces: dict[str, Any]) -> list[Variant]:
     out: list[Variant] = []
     for op, o in spaces["operators"].items():
         generated: dict[tuple[str, str], Variant] = {}
-        for entry in o["spaces"]:
+        for entry in flat_entries(o["spaces"]):
             entry = dict(entry)
             tokens = entry.pop("types", "").split() or [""]
-            device = entry.pop("device", None)
-            autoscheduler = entry.pop("autoscheduler", "")
             axes = [(k, v if isinstance(v, list) else [v]) for k, v in entry.items()]
             for values in itertools.product(*(vals for _, vals in axes)):
+                given = {k: x for (k, _), x in zip(axes, values) if x is not None}
+                device = given.pop("device", None)
+                autoscheduler = given.pop("autoscheduler", "")
                 for token in tokens:
                     params = type_params(o, token) if token else {}
-                    params.update((k, text(x)) for (k, _), x in zip(axes, values) if not is_setting(k))
-                    s = {k: text(x) for (k, _), x in zip(axes, values) if is_setting(k)}
+                    params.update((k, text(x)) for k, x in given.items() if not is_setting(k))
+                    s = {k: text(x) for k, x in given.items() if is_setting(k)}
                     dev = device or ("cpu" if params["schedule"] == "cpu" else "cuda")
                     if dev == "cuda" and min_sm(params):
                         s["min_sm"] = str(min_sm(params))
-                    v = Variant(op, o["generator"], o.get("generator_executable", "schedx_generators"), dev, params,
-                                s, autoscheduler)
+                    generator, by_stage = generator_of(o, params)
+                    v = Variant(op, generator, o.get("generator_executable", "schedx_generators"), dev, params, s,
+                                autoscheduler, stage_named_generator=by_stage)
                     v.name = variant_name(v)
                     # An entry that differs from an earlier one in runtime settings only calls
                     # its pipeline; a pipeline's CUDA module is loaded under one register cap.
@@ -218,15 +257,34 @@ def row_text(v: Variant) -> str:
 def cmake(variants: list[Variant]) -> str:
     lines = ["# Generated by tools/variants.py from schedules/variants.json: do not edit."]
     for v in variants:
-        params = " ".join(f"{k}={x}" for k, x in v.params.items())
+        params = " ".join(f"{k}={x}" for k, x in v.generator_params().items())
         lines.append(f"schedx_variant({v.name} {v.op} {v.device} {v.generator} {v.executable} "
                      f"{v.settings.get('kernels_of', v.name)} \"{v.autoscheduler}\" \"{params}\" \"{row_text(v)}\")")
     return "\n".join(lines) + "\n"
 
 
+def differences(old: list[Variant], new: list[Variant]) -> list[str]:
+    """Each place where two expanded lists differ: order, names, parameters (as sets of
+    key=value; their order is not a variant's), settings, device, autoscheduler. Not which
+    generator builds a variant: tools/stmt_identity.sh compares what it builds."""
+    def key(v: Variant) -> tuple[Any, ...]:
+        return (v.name, v.op, v.device, v.autoscheduler, sorted(v.params.items()), sorted(v.settings.items()))
+    out = [f"{i}: {a.name} became {b.name}" for i, (a, b) in enumerate(zip(old, new)) if a.name != b.name]
+    out += [f"{a.name}: {key(a)} became {key(b)}" for a, b in zip(old, new) if a.name == b.name and key(a) != key(b)]
+    out += [f"only before: {v.name}" for v in old[len(new):]] + [f"only now: {v.name}" for v in new[len(old):]]
+    return out
+
+
 def main(argv: list[str]) -> int:
     spaces = json.loads(SPACES.read_text())
     variants = expand(spaces)
+    if argv[1:2] == ["same"] and len(argv) == 3:
+        rel = SPACES.relative_to(SPACES.parent.parent).as_posix()
+        old = subprocess.run(["git", "-C", str(SPACES.parent), "show", f"{argv[2]}:{rel}"], check=True,
+                             capture_output=True, text=True).stdout
+        diff = differences(expand(json.loads(old)), variants)
+        print("\n".join(diff) or f"{len(variants)} variants, as {argv[2]} expands them")
+        return 1 if diff else 0
     if argv[1:2] == ["cmake"] and len(argv) == 3:
         out = Path(argv[2])
         new = cmake(variants)

@@ -1,6 +1,6 @@
 # The fuzz build's pipelines: the objects, headers and registry table that the main build
 # (SCHEDX_MAIN_BUILD_DIR) generated from schedules/variants.json, linked as they are, so no
-# variant is generated twice. Defines what schedules/variants.cmake defines for
+# variant is generated twice. Defines what cmake/variants.cmake defines for
 # runtime/CMakeLists.txt: SCHEDX_VARIANT_LIBS (here header-only imported targets),
 # SCHEDX_VARIANT_OBJECTS, SCHEDX_VARIANT_TABLE, and SCHEDX_PIPELINE_DIR, where the objects are.
 set(SCHEDX_PIPELINE_DIR "${SCHEDX_MAIN_BUILD_DIR}/runtime")

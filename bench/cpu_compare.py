@@ -12,8 +12,9 @@ rows of issue 46's "Done when":
              torch.compile of the same code, a read-only pass over x and a copy of x (the
              cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
   quantize   schedx's quantize_fp8 (1x128, 128x128 and MXFP8 RCEIL, bf16 to e4m3, both
-             outputs) against torch.compile of the reference math of bench/quantize_compare.py
-             (TE's reference quantizer, torchao's to_mx) and the same read and copy, 4096^2.
+             outputs) against the reference math of bench/quantize_compare.py (TE's reference
+             quantizer, torchao's to_mx) run eagerly and under torch.compile (MXFP8's fails on
+             the CPU: no C++ type for E8M0) and the same read and copy, 4096^2.
 Inputs rotate through enough copies to exceed twice the last-level cache, so no call finds
 its operands in cache from the call before. Every schedx result is checked first (w8
 within 1e-2 relative of an fp64 reference, fp8 codes and scales bit-exact against eager).
@@ -21,7 +22,8 @@ within 1e-2 relative of an fp64 reference, fp8 codes and scales bit-exact agains
 Usage, from the repository root after tools/setup.sh --tests:
     SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so .venv/bin/python bench/cpu_compare.py [--quick] [--ops w8 cast quantize]
 Writes bench/results/cpu_compare_<date>_<host>_<commit>[_<ops>][_quick].md (and a copy into
-$OUT when set).
+$OUT when set); SCHEDX_BENCH_MACHINE names the host, SCHEDX_COMMIT the commit where the tree
+has no .git.
 """
 
 import argparse
@@ -197,6 +199,7 @@ def bench_quantize(recipe: str, m: int, k: int, rows: list, threads: int) -> Non
     dst = torch.empty_like(xs[0])
     cands = {
         "schedx": lambda i: run(xs[i]),
+        "eager": lambda i: reference(xs[i]),
         "torch.compile": lambda i: compiled(xs[i]),
         "read x": lambda i: xs[i].view(torch.int64).sum(),
         "copy x": lambda i: dst.copy_(xs[i]),
@@ -237,6 +240,9 @@ def table(rows: list) -> List[str]:
 
 
 def git_commit() -> str:
+    """SCHEDX_COMMIT where given (the GPU machine's copy of the tree has no .git), else HEAD's."""
+    if os.environ.get("SCHEDX_COMMIT"):
+        return os.environ["SCHEDX_COMMIT"]
     try:
         return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()

@@ -152,7 +152,7 @@ schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x, int64_t m
  *   bf16/fp16 GEMM.
  * Split-K tensor-core kernels (mma.sync, fp32 sums, sm_80 and later) take N * K >= 2^24 with K
  * in whole steps of 64 x split_k elements (64 for their k_tail forms): M = 3..16 with bf16 x
- * and bf16 scales (with or without bias) or fp16 x and fp32 scales without bias, and M = 17..64
+ * and bf16 scales (with or without bias) or fp16 or bf16 x and fp32 scales without bias, and M = 17..64
  * with bf16 x and scales, no bias; for M = 3..16 with bf16 x and scales, no bias, their 4-
  * and 8-byte-load k_tail forms take K a multiple of 4 (rows of w 4-byte and of x 8-byte
  * aligned).

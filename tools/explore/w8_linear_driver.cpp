@@ -1,6 +1,6 @@
 // w8_linear in schedx-explore: y = (x @ W^T) * scales (+ bias) with W int8 [N, K] and, per
 // configuration, x bf16 with bf16 scales ("bf16"), the same with a bf16 bias ("bf16+bias"),
-// or x fp16 with fp32 scales ("fp16"); checked against an fp64 reference on sampled rows (a
+// x fp16 with fp32 scales ("fp16"), or x bf16 with fp32 scales ("bf16+sfp32", torchao's int8 tensors); checked against an fp64 reference on sampled rows (a
 // full host reference at M = 4096, N = K = 8192 would take minutes).
 #include <algorithm>
 #include <cmath>
@@ -28,8 +28,8 @@ uint16_t eighth_byte_to_fp16(int k) {
 
 class W8Linear : public Instance {
 public:
-    W8Linear(Backend &b, bool fp16, bool bias, int64_t m, int64_t n, int64_t k)
-        : b_(b), fp16_(fp16), bias_(bias), m_(m), n_(n), k_(k), sets_(rotation_sets(b, bytes_moved())),
+    W8Linear(Backend &b, bool fp16, bool sfp32, bool bias, int64_t m, int64_t n, int64_t k)
+        : b_(b), fp16_(fp16), sfp32_(sfp32), bias_(bias), m_(m), n_(n), k_(k), sets_(rotation_sets(b, bytes_moved())),
           x_(b, size_t(m * k) * 2, sets_), w_(b, size_t(n * k), sets_), scales_(b, size_t(n) * scale_bytes(), sets_),
           bias_pool_(b, bias ? size_t(n) * 2 : 1, sets_), y_(b, size_t(m * n) * 2, sets_) {
         std::vector<uint16_t> x(size_t(m * k)), biases(bias ? n : 0);
@@ -48,12 +48,12 @@ public:
             for (int64_t j = 0; j < n; j++) {
                 const float v = (0.5f + float(test::mix(uint32_t(j) + s) % 1000) / 1000.0f) / 127.0f;
                 scale_bits[j] = ref::float_to_bf16(v);
-                scales[j] = fp16 ? v : ref::bf16_to_float(scale_bits[j]);
+                scales[j] = sfp32 ? v : ref::bf16_to_float(scale_bits[j]);
                 if (bias) biases[j] = ref::float_to_bf16(float(int(test::mix(uint32_t(j) ^ 0xB1A5u) % 2001) - 1000) / 64.0f);
             }
             b.upload(x_.at(s), x.data(), x.size() * 2);
             b.upload(w_.at(s), w.data(), w.size());
-            if (fp16) b.upload(scales_.at(s), scales.data(), size_t(n) * 4);
+            if (sfp32) b.upload(scales_.at(s), scales.data(), size_t(n) * 4);
             else b.upload(scales_.at(s), scale_bits.data(), size_t(n) * 2);
             if (bias) b.upload(bias_pool_.at(s), biases.data(), size_t(n) * 2);
         }
@@ -72,7 +72,7 @@ public:
     schedx_status run(int set) override {
         return schedx_w8_linear(x_.at(set), m_, k_, k_, fp16_ ? SCHEDX_FP16 : SCHEDX_BF16,
                                 reinterpret_cast<const int8_t *>(w_.at(set)), n_, k_, scales_.at(set),
-                                fp16_ ? SCHEDX_FP32 : SCHEDX_BF16, bias_ ? bias_pool_.at(set) : nullptr, y_.at(set), n_,
+                                sfp32_ ? SCHEDX_FP32 : SCHEDX_BF16, bias_ ? bias_pool_.at(set) : nullptr, y_.at(set), n_,
                                 b_.device(), nullptr);
     }
 
@@ -121,10 +121,10 @@ private:
         }
     }
 
-    size_t scale_bytes() const { return fp16_ ? 4 : 2; }
+    size_t scale_bytes() const { return sfp32_ ? 4 : 2; }
 
     Backend &b_;
-    bool fp16_, bias_;
+    bool fp16_, sfp32_, bias_;
     int64_t m_, n_, k_;
     int sets_;
     Pool x_, w_, scales_, bias_pool_, y_;
@@ -141,7 +141,7 @@ const OpDriver &w8_linear_driver() {
     static const OpDriver d{
         "w8_linear",
         "MxNxK",
-        {"bf16", "bf16+bias", "fp16"},
+        {"bf16", "bf16+bias", "fp16", "bf16+sfp32"},
         {{1, 256, 256}, {1, 1024, 1000}, {4, 512, 512}, {16, 512, 512}, {64, 512, 512}},
         // ../shared/ANCHORS.md: N = K = 8192 over the batch sizes it measures.
         {{1, 8192, 8192}, {2, 8192, 8192}, {4, 8192, 8192}, {8, 8192, 8192}, {16, 8192, 8192}, {128, 8192, 8192},
@@ -152,7 +152,8 @@ const OpDriver &w8_linear_driver() {
          // K off 16 with 64 MiB of W, beside its aligned neighbour (issue 29's 1.15x per weight byte)
          {4, 8192, 8192}, {4, 8192, 8200}, {16, 8192, 8192}, {16, 8192, 8200}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {
-            return std::make_unique<W8Linear>(b, config == "fp16", config == "bf16+bias", shape[0], shape[1], shape[2]);
+            const bool fp16 = config == "fp16", sfp32 = fp16 || config == "bf16+sfp32";
+            return std::make_unique<W8Linear>(b, fp16, sfp32, config == "bf16+bias", shape[0], shape[1], shape[2]);
         }};
     return d;
 }

@@ -2,20 +2,28 @@
 """schedx's CPU variants against PyTorch's CPU kernels and the machine's own ceilings.
 
 In one process, alternated call by call (one timed batch of each, round after round), at
-one thread and at all cores (torch.set_num_threads; schedx's torch ops follow it):
-  w8_linear  schedx against torch.ops.aten._weight_int8pack_mm, dequantize + torch.mm in
-             bf16 (W converted on every call), a read-only pass over W (an int64 sum of its
-             bytes) and a copy of W's bytes;
+1 thread, 2 threads and all cores (torch.set_num_threads; schedx's torch ops follow it), the
+rows of issue 46's "Done when":
+  w8         schedx's w8_linear (bf16) against torch.ops.aten._weight_int8pack_mm, a read-only
+             pass over W (an int64 sum of its bytes) and a copy of W's bytes, at M = 1, 4, 16
+             and (N, K) = (4096, 4096), (14336, 4096), (4096, 14336); at M = 256 (4096^2) also
+             dequantize + torch.mm in bf16 (W converted on every call);
   cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
              torch.compile of the same code, a read-only pass over x and a copy of x (the
-             cast moves as many bytes: x's 2 per element in, 1 + 1 out).
+             cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
+  quantize   schedx's quantize_fp8 (1x128, 128x128 and MXFP8 RCEIL, bf16 to e4m3, both
+             outputs) against the reference math of bench/quantize_compare.py (TE's reference
+             quantizer, torchao's to_mx) run eagerly and under torch.compile (MXFP8's fails on
+             the CPU: no C++ type for E8M0) and the same read and copy, 4096^2.
 Inputs rotate through enough copies to exceed twice the last-level cache, so no call finds
 its operands in cache from the call before. Every schedx result is checked first (w8
-within 1e-2 relative of an fp64 reference, fp8 bit-exact against eager).
+within 1e-2 relative of an fp64 reference, fp8 codes and scales bit-exact against eager).
 
 Usage, from the repository root after tools/setup.sh --tests:
-    SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so .venv/bin/python bench/cpu_compare.py [--quick]
-Writes bench/results/cpu_compare_<date>_<host>_<commit>.md (and a copy into $OUT when set).
+    SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so .venv/bin/python bench/cpu_compare.py [--quick] [--ops w8 cast quantize]
+Writes bench/results/cpu_compare_<date>_<host>_<commit>[_<ops>][_quick].md (and a copy into
+$OUT when set); SCHEDX_BENCH_MACHINE names the host, SCHEDX_COMMIT the commit where the tree
+has no .git.
 """
 
 import argparse
@@ -36,15 +44,27 @@ import torch  # noqa: E402
 
 import schedx  # noqa: E402
 import schedx.ops  # noqa: E402,F401  (registers torch.ops.schedx)
+from quantize_compare import check_equal, reference_fn, schedx_fn  # noqa: E402  (bench/ is sys.path[0])
 
 W8_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
 W8_MS = [1, 4, 16]
 W8_LARGE_M = 256  # at (4096, 4096) only: against dequantize + torch.mm
 CAST_SHAPES = [(2048, 2048), (4096, 4096)]
-QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST = [(1024, 1024)], [1, 4], [(512, 512)]
+QUANTIZE_SHAPES = [(4096, 4096)]
+# quantize_compare's recipe names and the option each runs with (TE's pow2 scales, MX RCEIL).
+QUANTIZE_RECIPES = {"block1x128": True, "block128x128": True, "mxfp8": "rceil"}
+QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST, QUICK_QUANTIZE = [(1024, 1024)], [1, 4], [(512, 512)], [(512, 512)]
+OPS = ("w8", "cast", "quantize")
 E4M3_MAX = 448.0
 ROUNDS = 7          # alternation rounds; the median of each candidate's rounds is reported
 SAMPLE_S = 0.02     # a timed batch lasts about this long
+SEEN: Dict[str, List[str]] = {}  # operator: the schedx variants that ran its checked calls
+
+
+def saw(op: str) -> None:
+    name = schedx.last_variant(op)
+    if name not in SEEN.setdefault(op, []):
+        SEEN[op].append(name)
 
 
 def cache_bytes() -> int:
@@ -96,6 +116,7 @@ def bench_w8(m: int, n: int, k: int, rows: list, threads: int) -> None:
     xs = [torch.randn(m, k, generator=g).to(torch.bfloat16) for _ in range(sets)]
     s = (torch.rand(n, generator=g) / 64).to(torch.bfloat16)
     check_w8(xs[0], ws[0], s)
+    saw("w8_linear")
     dst = torch.empty_like(ws[0])
     cands = {
         "schedx": lambda i: torch.ops.schedx.w8_linear(xs[i], ws[i], s, None),
@@ -126,9 +147,15 @@ def bench_cast(m: int, k: int, rows: list, threads: int, compiled) -> None:
     for a in got[:2]:
         if not torch.equal(a.view(torch.uint8), want[0].view(torch.uint8)):
             raise AssertionError("schedx cast differs from eager")
+    saw("cast_transpose")
     dst = torch.empty_like(xs[0])
+    # Outputs allocated once, as the copy's destination is: new tensors of 16 MiB and more come
+    # from fresh pages each call, whose faults the other columns pay too.
+    out = torch.ops.schedx.cast_transpose_fp8_amax(xs[0], scale, torch.float8_e4m3fn)
+    into = dict(zip(("rows", "cols", "amax", "scale_inv"), out))
     cands = {
         "schedx": lambda i: torch.ops.schedx.cast_transpose_fp8_amax(xs[i], scale, torch.float8_e4m3fn),
+        "schedx out=": lambda i: torch.ops.schedx.cast_transpose_fp8_out(xs[i], scale, **into),
         "eager": lambda i: cast_eager(xs[i], scale),
         "torch.compile": lambda i: compiled(xs[i], scale),
         "read x": lambda i: xs[i].view(torch.int64).sum(),
@@ -143,30 +170,79 @@ def bench_cast(m: int, k: int, rows: list, threads: int, compiled) -> None:
     rows.append(("cast_transpose+amax bf16->e4m3", f"{m}x{k}", threads, t, m * k * 2))
 
 
+# recipe: (its reference, the compiled reference or None where Inductor's CPU backend cannot
+# compile it), made once and kept across thread counts (each compile takes tens of seconds).
+QUANTIZE_REFERENCES: Dict[str, tuple] = {}
+
+
+def quantize_reference(recipe: str, x: torch.Tensor) -> tuple:
+    if recipe not in QUANTIZE_REFERENCES:
+        reference = reference_fn(recipe, torch.float8_e4m3fn, QUANTIZE_RECIPES[recipe])
+        compiled = torch.compile(reference, dynamic=False)
+        try:  # as bench_cast: e.g. MXFP8's E8M0 bytes, a dtype the CPU backend has no C++ type for
+            check_equal(f"{recipe} torch.compile", compiled(x), reference(x))
+        except Exception as e:  # noqa: BLE001
+            print(f"torch.compile unavailable for {recipe}, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
+            compiled = None
+        QUANTIZE_REFERENCES[recipe] = (reference, compiled)
+    return QUANTIZE_REFERENCES[recipe]
+
+
+def bench_quantize(recipe: str, m: int, k: int, rows: list, threads: int) -> None:
+    g = torch.Generator().manual_seed(m + 3 * k)
+    sets = copies_for(m * k * 4)
+    xs = [torch.randn(m, k, generator=g).to(torch.bfloat16) for _ in range(sets)]
+    run = schedx_fn(recipe, torch.float8_e4m3fn, QUANTIZE_RECIPES[recipe])
+    reference, compiled = quantize_reference(recipe, xs[0])
+    check_equal(f"{recipe} {m}x{k} schedx", run(xs[0]), reference(xs[0]))
+    saw("quantize_fp8")
+    dst = torch.empty_like(xs[0])
+    cands = {
+        "schedx": lambda i: run(xs[i]),
+        "eager": lambda i: reference(xs[i]),
+        "torch.compile": lambda i: compiled(xs[i]),
+        "read x": lambda i: xs[i].view(torch.int64).sum(),
+        "copy x": lambda i: dst.copy_(xs[i]),
+    }
+    if compiled is None:
+        del cands["torch.compile"]
+    t = time_alternated(cands, sets)
+    rows.append((f"quantize_fp8 {recipe} bf16->e4m3", f"{m}x{k}", threads, t, m * k * 2))
+
+
 def table(rows: list) -> List[str]:
-    """One markdown table per operator: medians, and schedx's ratios to each anchor."""
+    """One markdown table per operator: medians, schedx's ratios to each anchor, to the read and
+    copy ceilings at the same thread count, and schedx's speedup over its own 1-thread time."""
     out = []
     for op in dict.fromkeys(r[0] for r in rows):
         group = [r for r in rows if r[0] == op]
         names = list(dict.fromkeys(n for r in group for n in r[3]))
+        anchors = [n for n in names if not n.startswith(("schedx", "read", "copy"))]
+        into = "schedx out=" in names  # schedx writing preallocated outputs, as the copy does
+        one_thread = {r[1]: r[3]["schedx"] for r in group if r[2] == 1}
         out += [f"### {op}", "",
                 "| shape | threads | " + " | ".join(f"{n} us" for n in names) +
-                " | schedx speedup vs " + " / ".join(n for n in names if n != "schedx" and not n.startswith(("read", "copy"))) +
-                " | schedx % of read | schedx % of copy |",
-                "|" + "---|" * (len(names) + 5)]
+                " | schedx speedup vs " + (" / ".join(anchors) or "-") +
+                " | schedx % of read | schedx % of copy | " + ("schedx out= % of copy | " if into else "") +
+                "schedx vs 1 thread |",
+                "|" + "---|" * (len(names) + 6 + into)]
         for _, shape, threads, t, _bytes in group:
-            anchors = [n for n in names if n != "schedx" and not n.startswith(("read", "copy"))]
             speed = " / ".join(f"{t[a] / t['schedx']:.2f}x" if a in t else "-" for a in anchors)
             read = next((t[n] for n in t if n.startswith("read")), None)
             copy = next((t[n] for n in t if n.startswith("copy")), None)
             cells = [f"{t[n]:.1f}" if n in t else "-" for n in names]
-            out.append(f"| {shape} | {threads} | " + " | ".join(cells) + f" | {speed} | "
-                       f"{100 * read / t['schedx']:.0f}% | {100 * copy / t['schedx']:.0f}% |")
+            scaling = f"{one_thread[shape] / t['schedx']:.2f}x" if shape in one_thread and threads != 1 else "-"
+            out_copy = f"{100 * copy / t['schedx out=']:.0f}% | " if into else ""
+            out.append(f"| {shape} | {threads} | " + " | ".join(cells) + f" | {speed or '-'} | "
+                       f"{100 * read / t['schedx']:.0f}% | {100 * copy / t['schedx']:.0f}% | {out_copy}{scaling} |")
         out.append("")
     return out
 
 
 def git_commit() -> str:
+    """SCHEDX_COMMIT where given (the GPU machine's copy of the tree has no .git), else HEAD's."""
+    if os.environ.get("SCHEDX_COMMIT"):
+        return os.environ["SCHEDX_COMMIT"]
     try:
         return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               check=True).stdout.strip()
@@ -188,23 +264,32 @@ def cpu_name() -> str:
 def main(argv: Sequence[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small shapes only (proves the script runs)")
-    ap.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1 and all cores)")
+    ap.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1, 2 and all cores)")
+    ap.add_argument("--ops", nargs="*", choices=OPS, default=list(OPS), help="operators to run (default: all)")
     ap.add_argument("--note", default="", help="a line about the conditions, e.g. 'shared machine, noisy'")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
-    thread_counts: List[int] = args.threads or sorted({1, cores})
+    thread_counts: List[int] = args.threads or sorted({1, min(2, cores), cores})
+    ops = [o for o in OPS if o in args.ops]
     nk, ms, casts = (QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST) if args.quick else (W8_NK, W8_MS, CAST_SHAPES)
+    quantizes = QUICK_QUANTIZE if args.quick else QUANTIZE_SHAPES
     compiled = torch.compile(cast_eager)
     rows: list = []
     for threads in thread_counts:
         torch.set_num_threads(threads)
-        for n, k in nk:
-            for m in ms:
-                bench_w8(m, n, k, rows, threads)
-        if not args.quick:
-            bench_w8(W8_LARGE_M, 4096, 4096, rows, threads)
-        for m, k in casts:
-            bench_cast(m, k, rows, threads, compiled)
+        if "w8" in ops:
+            for n, k in nk:
+                for m in ms:
+                    bench_w8(m, n, k, rows, threads)
+            if not args.quick:
+                bench_w8(W8_LARGE_M, 4096, 4096, rows, threads)
+        if "cast" in ops:
+            for m, k in casts:
+                bench_cast(m, k, rows, threads, compiled)
+        if "quantize" in ops:
+            for recipe in QUANTIZE_RECIPES:
+                for m, k in quantizes:
+                    bench_quantize(recipe, m, k, rows, threads)
         print("\n".join(table([r for r in rows if r[2] == threads])), flush=True)
     date = datetime.datetime.now(datetime.timezone.utc)
     commit = git_commit()
@@ -217,11 +302,13 @@ def main(argv: Sequence[str]) -> int:
              "- command: `" + " ".join(shlex.quote(a) for a in [sys.executable, *sys.argv]) + "`",
              "- timing: medians of 7 rounds, candidates alternated in one process; inputs rotate past 2x the "
              "last-level cache; read = int64 sum over the same bytes, copy = Tensor.copy_ of them, at the same "
-             "thread count"]
+             "thread count; schedx vs 1 thread = its 1-thread time over this one",
+             "- schedx variants that ran: " + "; ".join(f"{op}: {', '.join(v)}" for op, v in SEEN.items())]
     if args.note:
         lines.append(f"- conditions: {args.note}")
     lines += ["", *table(rows)]
-    name = f"cpu_compare_{date:%Y-%m-%d}_{host}_{commit}{'_quick' if args.quick else ''}.md"
+    part = "" if ops == list(OPS) else "_" + "_".join(ops)
+    name = f"cpu_compare_{date:%Y-%m-%d}_{host}_{commit}{part}{'_quick' if args.quick else ''}.md"
     path = os.path.join(REPO, "bench", "results", name)
     for p in [path] + ([os.path.join(os.environ["OUT"], name)] if os.environ.get("OUT") else []):
         with open(p, "w") as f:

@@ -62,10 +62,13 @@ public:
         Expr units = input->dim(0).extent(), m = input->dim(1).extent();
         if (!cuda) {
             // Strips of kStripRows rows; the last strip repeats the last row (max unchanged).
+            // bf16 and fp16 reduce in 16 bits (the sign cleared, |x| is exact there), twice
+            // the lanes of a vector, each strip's maximum decoded once.
             RDom r(0, units, 0, kStripRows, "r");
             strip_rdom = r;
-            strip_max(y) = u32(0);
-            strip_max(y) = max(strip_max(y), cast<uint32_t>((*input)(r.x, min(y * kStripRows + r.y, m - 1))) & u32(abs_mask));
+            const Type max_t = half ? UInt(16) : UInt(32);
+            strip_max(y) = cast(max_t, 0);
+            strip_max(y) = max(strip_max(y), (*input)(r.x, min(y * kStripRows + r.y, m - 1)) & cast(max_t, u32(abs_mask)));
             RDom s(0, (m + kStripRows - 1) / kStripRows, "s");
             (*amax)() = u32(0);
             (*amax)() = max((*amax)(), float_bits(strip_max(s)));
@@ -158,9 +161,11 @@ private:
         }
     }
 
-    // CPU (no GPU; CI): strips of rows in parallel, each reduced in vector lanes.
+    // CPU (no GPU; CI): strips of rows in parallel, each reduced in vector lanes. bf16 2048^2,
+    // one thread: 1.49 ms against 1.45 for a read of x and 3.10 for torch's abs().max()
+    // (build machine, noisy, alternated).
     void schedule_cpu() {
-        const int lanes = natural_vector_size<uint32_t>() * 2;
+        const int lanes = natural_vector_size(strip_max.type()) * 2;
         Var lane("lane");
         RVar rxo("rxo"), rxi("rxi");
         strip_max.compute_root().parallel(y);

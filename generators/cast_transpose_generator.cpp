@@ -198,16 +198,21 @@ private:
     }
 
     void define_amax_pass() {
-        // The separate kernels reduce 256 x 128 tiles, the CPU 256 x 32. Those tiles may
-        // overhang the matrix: clamped coordinates repeat an element, leaving a max unchanged.
-        const int tw = 256, th = sched.value() != "cpu" ? 128 : 32;
-        abs_bits(x, y) = abs_bits_of(element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1)));
+        // The separate kernels reduce 256 x 128 tiles as float bits; the CPU its cast's
+        // tiles in the input format's bits (16 for bf16 and fp16: twice the vector lanes),
+        // decoded per tile. Tiles may overhang the matrix: clamped coordinates repeat an
+        // element, leaving a max unchanged.
+        const bool cpu = sched.value() == "cpu";
+        const int tw = cpu ? int(tile) : 256, th = cpu ? tile_m() : 128;
+        Expr bits = element_bits(clamp(x, 0, extent_x() - 1), clamp(y, 0, extent_y() - 1));
+        abs_bits(x, y) = cpu ? stored_abs_bits(abs_input_bits(bits)) : abs_bits_of(bits);
         amax_tile_rdom = RDom(0, tw, 0, th, "t");
-        tile_max(x, y) = schedx::u32(0);
+        tile_max(x, y) = cast(abs_bits.type(), 0);
         tile_max(x, y) = max(tile_max(x, y), abs_bits(x * tw + amax_tile_rdom.x, y * th + amax_tile_rdom.y));
         amax_tiles = RDom(0, (extent_x() + tw - 1) / tw, 0, (extent_y() + th - 1) / th, "tiles");
+        Expr one_tile = tile_max(amax_tiles.x, amax_tiles.y);
         (*amax)() = schedx::u32(0);
-        (*amax)() = max((*amax)(), tile_max(amax_tiles.x, amax_tiles.y));
+        (*amax)() = max((*amax)(), cpu ? abs_bits_of(one_tile) : one_tile);
         (*scale_inv)() = 1.0f / scale();
     }
 
@@ -316,12 +321,14 @@ private:
     // 10.0 ms against 16.9 ms for separate row and 32x32-tile column passes (each encoded
     // every element), 1024^2 0.66 vs 1.06 ms; 4095x4097 25.6 ms either way (guarded tails).
     void schedule_cpu() {
-        const int vec = natural_vector_size<uint8_t>(), T = 64;
-        // Both outputs walk the same T x T tiles (rows of tiles in parallel); the fp8 tile
-        // is encoded once per tile into cache and both outputs are written from it.
+        const int vec = natural_vector_size<uint8_t>(), TK = tile, TM = tile_m();
+        // Both outputs walk the same TM x TK tiles (rows of tiles in parallel); the fp8 tile
+        // is encoded once per tile into cache and both outputs are written from it. 64 x 512
+        // tiles (a cache line of cols per column): bf16 2048^2, one thread, AVX-512, 6.5 ms
+        // against 13.0 for 64 x 64 (build machine, noisy, alternated in one process).
         Func first = rows ? *rows : (cols ? *cols : Func());
         if (rows) {
-            rows->tile(x, y, xo, yo, xi, yi, T, T, TailStrategy::GuardWithIf)
+            rows->tile(x, y, xo, yo, xi, yi, TK, TM, TailStrategy::GuardWithIf)
                 .reorder(xi, yi, xo, yo)
                 .vectorize(xi, vec)
                 .parallel(yo);
@@ -334,7 +341,7 @@ private:
         // 5.6-9.2 against 9.4-14.8 ms for the gather (alternated; docs/cast_transpose.md).
         const bool blocks = cols && !get_target().has_feature(Target::AVX512);
         if (cols) {
-            cols->tile(y, x, yo, xo, yi, xi, T, T, TailStrategy::GuardWithIf).reorder(yi, xi, xo, yo).parallel(yo);
+            cols->tile(y, x, yo, xo, yi, xi, TM, TK, TailStrategy::GuardWithIf).reorder(yi, xi, xo, yo).parallel(yo);
             if (blocks) {
                 const int S = 16;
                 Var ys("ys"), xs("xs");
@@ -345,18 +352,22 @@ private:
             }
             if (rows) cols->compute_with(*rows, xo);
         }
-        if (rows || cols) f8.compute_at(first, xo).vectorize(x, vec, TailStrategy::GuardWithIf);
+        // A constant row pitch for the tile: cols' column reads take immediate offsets.
+        if (rows || cols) f8.compute_at(first, xo).vectorize(x, vec, TailStrategy::GuardWithIf).bound_storage(x, TK);
         if (with_amax) {
-            // Each tile's max in vector lanes (rfactor over 16-element column groups), rows
-            // of tiles in parallel. Build machine, bf16 4096^2 with amax: 15.6 -> 8.0 ms
-            // (the cast alone 7.8 ms); the scalar reduction cost as much as the cast.
-            const int lanes = natural_vector_size<uint32_t>() * 2;
+            // Each cast tile's max, in vector lanes (rfactor over column groups), in the cast's
+            // tile loops (compute_with) while the tile is in cache; amax folds the tiles' maxima.
+            // Build machine, bf16 4096^2 with amax, a separate parallel pass of its own: 15.6 ->
+            // 8.0 ms (the cast alone 7.8 ms); the scalar reduction cost as much as the cast.
+            const int lanes = natural_vector_size(abs_bits.type());
             Var lane("lane");
             RVar txo("txo"), txi("txi");
             Func per_lane = tile_max.update().split(amax_tile_rdom.x, txo, txi, lanes).rfactor(txi, lane);
-            tile_max.compute_root().parallel(y);
-            tile_max.update().parallel(y);
-            per_lane.compute_at(tile_max, x).vectorize(lane);
+            tile_max.compute_root();
+            for (Stage st : {Stage(tile_max), tile_max.update()}) {
+                st.split(x, xo, xi, 1).split(y, yo, yi, 1).reorder(xi, yi, xo, yo).parallel(yo).compute_with(first, xo);
+            }
+            per_lane.compute_at(tile_max, xi).reorder_storage(lane, x, y).vectorize(lane);
             per_lane.update().vectorize(lane);
         }
     }

@@ -85,6 +85,10 @@ public:
     // cuda_strips (axis_pass first)
     GeneratorParam<std::string> sched{"schedule", "cpu"};
     GeneratorParam<int> rows_per_thread{"rows_per_thread", 16};  // cuda_tiled: rows (cols: columns) per thread
+    // cpu: 0, each block-scale instance at root and each output in 64 x 64 tiles; else both
+    // outputs, their block scales and scale arrays per tile_rows x tile tile (whole blocks).
+    GeneratorParam<int> tile{"tile", 0};
+    GeneratorParam<int> tile_rows{"tile_rows", 128};
     GeneratorParam<int> pad_elems{"pad_elems", 2};               // cuda_tiled: shared-memory row padding
     // cuda_tiled: a thread's 4 elements of x per row as one 8-byte load, and its 4 codes of a
     // rows row or cols column as one 32-bit word (rows and cols are word buffers); x 8-byte
@@ -126,6 +130,13 @@ public:
         }
         if (block_max_lanes != 128 && !(block_max_lanes == 256 && recipe == Recipe::block2d)) {
             throw std::invalid_argument("block_max_lanes: 128, or 256 for recipe block2d");
+        }
+        if (tile != 0) {
+            const int B = recipe == Recipe::mx ? 32 : 128;
+            if (sched.value() != "cpu" || recipe == Recipe::axis || outputs != Outputs::both || tile % B != 0 ||
+                tile_rows % B != 0 || tile <= 0 || tile_rows <= 0) {
+                throw std::invalid_argument("tile: schedule cpu, a block recipe, both outputs, whole blocks per tile");
+            }
         }
         if (axis_pass != AxisPass::single && (recipe != Recipe::axis || outputs != Outputs::both)) {
             throw std::invalid_argument("axis_pass other than single: recipe axis with both outputs only");
@@ -251,10 +262,9 @@ private:
     void define_cols_codes(Expr is_e5m2) {
         const int B = recipe == Recipe::mx ? 32 : 128;
         const bool square = recipe == Recipe::block2d;
-        const bool tiled = sched.value() == "cuda_tiled";
-        // The tiled kernels compute each scale once per tile and share it between the codes
-        // and the scale arrays (block2d: cols is rows' codes transposed).
-        if (tiled && square && rows) {
+        // The tiles (CUDA and CPU) compute each scale once per tile and share it between the
+        // codes and the scale arrays (block2d: cols is rows' codes transposed).
+        if (per_tile() && square && rows) {
             cols_scale_for_q = rows_scale_for_q;
         } else {
             cols_scale_for_q = make_scales("cols_q", false);
@@ -283,8 +293,8 @@ private:
         // The scale arrays. Block recipes: fp32 scale_inv in TE's GEMM-ready layout, the
         // padding (pad4 of the inner extent) written as 0; mx: the E8M0 bytes, no padding.
         Expr KB = (K + B - 1) / B, MB = (M + B - 1) / B;
-        if (rows) rows_scale_for_array = tiled ? rows_scale_for_q : make_scales("rows_scale", true);
-        if (cols) cols_scale_for_array = tiled ? cols_scale_for_q : make_scales("cols_scale", false);
+        if (rows) rows_scale_for_array = per_tile() ? rows_scale_for_q : make_scales("rows_scale", true);
+        if (cols) cols_scale_for_array = per_tile() ? cols_scale_for_q : make_scales("cols_scale", false);
         Func rs = rows_scale_for_array.scale, cs = cols_scale_for_array.scale;
         // Each array's dimension along K is the Var x and along M the Var y, whatever its
         // order, so that the tiled kernels can fuse its tile loops with rows' (loop names).
@@ -316,7 +326,9 @@ private:
             }
             return;
         }
-        if (sched.value() == "cpu") {
+        if (cpu_tiled()) {
+            schedule_cpu_tiled();
+        } else if (sched.value() == "cpu") {
             schedule_cpu();
         } else if (sched.value() == "cuda_general") {
             schedule_cuda_general();
@@ -346,7 +358,7 @@ private:
         Func amax, scale;
         RDom r;
         bool along_k;
-        Func factors;  // mx in the CUDA tiles: the block's two fp32 factors (mx_factors)
+        Func factors;  // mx in the CUDA and CPU tiles: the block's two fp32 factors (mx_factors)
     };
     BlockScales rows_scale_for_q, cols_scale_for_q, rows_scale_for_array, cols_scale_for_array;
 
@@ -360,29 +372,35 @@ private:
         const bool whole = sched.value() == "cuda_tiled";
         auto kc = [&](Expr e) { return whole ? e : min(e, K - 1); };
         auto mc = [&](Expr e) { return whole ? e : min(e, M - 1); };
-        // The tiled kernels (16-bit inputs) reduce |x|'s 16-bit patterns: widened once per block.
-        Func abs_of = whole ? absx16 : absx;
+        // The tiles reduce 16-bit inputs in their own bits (twice the lanes of a vector on the
+        // CPU): widened once per block.
+        const bool max16 = in_type != ElemType::fp32 && (whole || cpu_tiled());
+        // The CPU tiles keep those maxima in 16 bits: 32 lanes per AVX-512 vector where 32 bits hold 16.
+        const Type max_t = max16 && cpu_tiled() ? UInt(16) : UInt(32);
+        auto abs_of = [&](Expr k, Expr m) { return cast(max_t, max16 ? absx16(k, m) : absx(k, m)); };
         auto scale_of = [&](Expr amax) {
-            return scale_bits_of(whole ? reinterpret<uint32_t>(schedx::decode_to_float(amax, in_type)) : amax);
+            return scale_bits_of(max16 ? reinterpret<uint32_t>(schedx::decode_to_float(amax, in_type)) : amax);
         };
         if (recipe == Recipe::block2d) {
             b.r = RDom(0, B, 0, B, name + "_r");
-            b.amax(bx, by) = u32(0);
+            b.amax(bx, by) = cast(max_t, 0);
             b.amax(bx, by) = max(b.amax(bx, by), abs_of(kc(bx * B + b.r.x), mc(by * B + b.r.y)));
             b.scale(bx, by) = scale_of(b.amax(bx, by));
         } else if (along_k) {
             b.r = RDom(0, B, name + "_r");
-            b.amax(bx, y) = u32(0);
+            b.amax(bx, y) = cast(max_t, 0);
             b.amax(bx, y) = max(b.amax(bx, y), abs_of(kc(bx * B + b.r), y));
             b.scale(bx, y) = scale_of(b.amax(bx, y));
         } else {
             b.r = RDom(0, B, name + "_r");
-            b.amax(x, by) = u32(0);
+            b.amax(x, by) = cast(max_t, 0);
             b.amax(x, by) = max(b.amax(x, by), abs_of(x, mc(by * B + b.r)));
             b.scale(x, by) = scale_of(b.amax(x, by));
         }
-        // The CUDA tiles' algorithm built for the CPU (default_schedule: tests) computes them too.
-        if (recipe == Recipe::mx && whole && (get_target().has_feature(Target::CUDA) || default_schedule)) {
+        // The CUDA tiles' algorithm built for the CPU (default_schedule: tests) computes them too,
+        // and so do the CPU tiles: two products an element where scaled_in_block's selects
+        // computed three.
+        if (recipe == Recipe::mx && ((whole && (get_target().has_feature(Target::CUDA) || default_schedule)) || cpu_tiled())) {
             Var u = along_k ? bx : x, w = along_k ? y : by;
             b.factors(u, w) = mx_factors(b.scale(u, w));
         }
@@ -390,6 +408,8 @@ private:
     }
 
     bool tiled_axis() const { return axis_pass == AxisPass::maxima || axis_pass == AxisPass::codes; }
+    bool cpu_tiled() const { return sched.value() == "cpu" && tile != 0; }
+    bool per_tile() const { return sched.value() == "cuda_tiled" || cpu_tiled(); }
 
     // Axiswise in the block recipes' 128 x 128 tiles, two passes that each read x once:
     // - maxima: the tile's row and column maxima (the block1d tiles' 1 x 128 and 128 x 1
@@ -711,8 +731,16 @@ private:
         return Tuple(reinterpret<float>(f1), reinterpret<float>(f2));
     }
 
+    // Off CUDA a subnormal v is rebuilt 2^64 larger first, as scaled() does: the factors are
+    // powers of two, 0 or NaN, so the products are exact but where they are far below fp8's
+    // range (zero codes either way), with or without a flushing CPU mode.
     Expr by_factors(Expr v, FuncRef factors) {
-        return strict_float(strict_float(v * Expr(factors[0])) * Expr(factors[1]));
+        Expr f1 = factors[0], f2 = factors[1];
+        if (get_target().has_feature(Target::CUDA)) return strict_float(strict_float(v * f1) * f2);
+        Expr u = reinterpret<uint32_t>(v);
+        Expr a = u & u32(0x7FFFFFFF);
+        Expr lifted = reinterpret<float>(reinterpret<uint32_t>(cast<float>(a) * 0x1p-85f) | (u & u32(0x80000000)));
+        return strict_float(select(a < u32(0x00800000), ((lifted * f1) * f2) * 0x1p-64f, (v * f1) * f2));
     }
 
     // The fp8 code at (x, y) of `operand`'s values. encoder=ptx: cvt pairs of elements
@@ -784,6 +812,86 @@ private:
         for (Output<Buffer<>> *o : {rows_scale, cols_scale}) {
             if (o) o->vectorize(o->args()[0], 8, TailStrategy::GuardWithIf).parallel(o->args()[1]);
         }
+    }
+
+    // CPU tiles of tile_rows x tile elements (whole blocks), rows of tiles in parallel: each
+    // tile reduces its block maxima in vector lanes (16-bit inputs in 16 bits), computes each
+    // scale once for its codes and its scale-array entries (fused at the tile, compute_with),
+    // writes rows from registers and cols from the tile's cols codes (a gather per vector on
+    // AVX-512, 16 x 16 blocks on AVX2, as the cast's CPU tiles). A ragged edge runs guarded.
+    // bf16 2048^2, one thread: 1x128 15.1 ms, 128x128 11.3 against 85.9 and 83.8 for
+    // schedule_cpu (build machine, noisy, alternated; docs/quantize_fp8.md).
+    void schedule_cpu_tiled() {
+        const int TK = tile, TM = tile_rows, B = recipe == Recipe::mx ? 32 : 128;
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        // Vectors no wider than a block along K, so that each holds one rows scale.
+        const int vec = std::min(natural_vector_size<uint8_t>(), B);
+        // Buffers from 0 (the runtime binds them so): a vector's block index is then provably
+        // one value, a broadcast scale (unknown mins made it a gather of 64 scales).
+        for (int d = 0; d < 2; d++) {
+            input->dim(d).set_min(0);
+            rows->dim(d).set_min(0);
+            cols->dim(d).set_min(0);
+        }
+        rows->tile(x, y, xo, yo, xi, yi, TK, TM, guard).vectorize(xi, vec).parallel(yo);
+        cols->tile(y, x, yo, xo, yi, xi, TM, TK, guard).reorder(yi, xi, xo, yo).parallel(yo).compute_with(*rows, xo);
+        if (get_target().has_feature(Target::AVX512)) {
+            cols->vectorize(yi, natural_vector_size<uint8_t>());
+        } else {
+            const int S = 16;
+            Var ys("ys"), xs("xs");
+            cols->tile(yi, xi, ys, xs, yi, xi, S, S).reorder(yi, xi, ys, xs).vectorize(yi).unroll(xi);
+            cols_q.in(*cols).compute_at(*cols, ys).vectorize(x).unroll(y);
+        }
+        // A constant row pitch: cols' column reads take immediate offsets (a pitch in a register
+        // cost a reload per byte).
+        cols_q.compute_at(*rows, xo).vectorize(x, vec, guard).bound_storage(x, TK);
+        // The scale arrays in the tiles' loops: along K (x) tile / B entries of a tile where the
+        // array is blocked along K, else tile; along M (y) likewise.
+        const bool square = recipe == Recipe::block2d;
+        fuse_cpu_scale_array(rows_scale, TK / B, square ? TM / B : TM);
+        fuse_cpu_scale_array(cols_scale, square ? TK / B : TK, TM / B);
+        schedule_cpu_tile_scales(rows_scale_for_q);
+        if (!square) schedule_cpu_tile_scales(cols_scale_for_q);  // block2d: one instance for both
+    }
+
+    // A scale array's entries of a CPU tile (per_k along K, per_m along M) in the tile's loops.
+    void fuse_cpu_scale_array(Output<Buffer<>> *o, int per_k, int per_m) {
+        Var a("a"), b("b");
+        const bool k_first = o->args()[0].name() == x.name();
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        o->split(x, xo, a, per_k, guard).split(y, yo, b, per_m, guard);
+        Var inner = k_first ? a : b, outer = k_first ? b : a;
+        o->reorder(inner, outer, xo, yo).parallel(yo).compute_with(*rows, xo);
+        // Each entry's 1 / scale is some 50 scalar operations (fp64 and integer rounding).
+        if ((k_first ? per_k : per_m) >= 8) o->vectorize(inner, 8);
+    }
+
+    // One scale instance once per CPU tile, its maxima in vector lanes: down the columns for
+    // cols' blocks, in lanes along a row reduced across them for rows' (and block2d's).
+    void schedule_cpu_tile_scales(BlockScales &bs) {
+        const TailStrategy guard = TailStrategy::GuardWithIf;
+        const int B = recipe == Recipe::mx ? 32 : 128;
+        const int lanes = natural_vector_size(in_type == ElemType::fp32 ? UInt(32) : UInt(16));
+        const bool square = recipe == Recipe::block2d;
+        bs.scale.compute_at(*rows, xo);
+        if (bs.factors.defined()) {  // mx: the two factors of each block, beside its byte
+            bs.factors.compute_at(*rows, xo).vectorize(bs.along_k ? y : x, 8, guard);
+        }
+        if (!bs.along_k && !square) {
+            bs.scale.vectorize(x, lanes, guard);
+            bs.amax.compute_at(bs.scale, by).vectorize(x, lanes, guard);
+            bs.amax.update().reorder(x, bs.r.x).vectorize(x, lanes, guard);
+            return;
+        }
+        // The tile's maxima first, then its scales from them, 8 rows a vector (1x128, MX).
+        if (!square) bs.scale.vectorize(y, 8, guard);
+        Var lane("lane");
+        RVar ro("ro"), ri("ri");
+        bs.amax.compute_at(*rows, xo);
+        Func per_lane = bs.amax.update().split(bs.r.x, ro, ri, std::min(lanes, B)).rfactor(ri, lane);
+        per_lane.compute_at(bs.amax, bx).vectorize(lane);
+        per_lane.update().vectorize(lane);
     }
 
     // cols (x transposed) in tile_m x 32 tiles: the codes staged in shared memory, each

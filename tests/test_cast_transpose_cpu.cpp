@@ -2,6 +2,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cast_transpose_case.h"
 
@@ -26,8 +29,8 @@ TEST_CASE("every bf16 and fp16 bit pattern, both formats, five scales, every out
                 CAPTURE(s);
                 CastTransposeCase c{256, 256, 0, 0, 0, dt, f, s};
                 CHECK(check_cast_transpose(c, all_patterns) == "");
-                CHECK(schedx_last_variant("cast_transpose") == std::string(dt == SCHEDX_BF16 ? "cast_transpose_bf16_cpu"
-                                                                                              : "cast_transpose_fp16_cpu"));
+                CHECK(schedx_last_variant("cast_transpose") ==
+                      std::string(dt == SCHEDX_BF16 ? "cast_transpose_bf16_cpu_t64x512" : "cast_transpose_fp16_cpu_t64x512"));
                 c.cols = false;
                 CHECK(check_cast_transpose(c, all_patterns) == "");
                 c.cols = true;
@@ -96,14 +99,26 @@ TEST_CASE("amax and scale_inv") {
             CHECK(check_cast_transpose(c, fn) == "");
         }
     }
-    // Fused-amax CPU variant and the separate abs_max pass give the same answer.
-    CastTransposeCase c{128, 96, 0, 0, 0, SCHEDX_BF16, SCHEDX_E5M2, 0.5f};
-    c.amax = true;
-    CHECK(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu_amax") == SCHEDX_OK);
-    CHECK(check_cast_transpose(c, finite) == "");
-    CHECK(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu") == SCHEDX_OK);
-    CHECK(check_cast_transpose(c, finite) == "");
+    // The fused-amax CPU variants (a maximum per cast tile) and the separate abs_max pass give
+    // the same answer: the largest |x| in the last, ragged tile column (finite), a NaN in the
+    // first tile or in the last element; several tiles each way.
+    auto nan_last = [](int64_t i, int64_t j) { return i == 129 && j == 1099 ? 0x7FC0u : uint32_t(ref::float_to_bf16(float(i - j))); };
+    for (const char *v : {"cast_transpose_bf16_cpu_amax", "cast_transpose_bf16_cpu_t64x512_amax", "cast_transpose_bf16_cpu"}) {
+        for (auto *fn : {+with_nan, +finite, +nan_last}) {
+            CAPTURE(v);
+            CastTransposeCase c{130, 1100, 0, 0, 0, SCHEDX_BF16, SCHEDX_E5M2, 0.5f};
+            c.amax = true;
+            CHECK(schedx_force_variant("cast_transpose", v) == SCHEDX_OK);
+            CHECK(check_cast_transpose(c, fn) == "");
+            CHECK(schedx_last_variant("cast_transpose") == std::string(v));
+        }
+    }
     CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    // Untuned, an amax call takes the fused-amax tiles.
+    CastTransposeCase c{130, 1100, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 2.0f};
+    c.amax = true;
+    CHECK(check_cast_transpose(c, finite) == "");
+    CHECK(schedx_last_variant("cast_transpose") == std::string("cast_transpose_bf16_cpu_t64x512_amax"));
 }
 
 TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and ragged shapes") {
@@ -116,7 +131,9 @@ TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and 
         const schedx_dtype dt = has("in_type=fp32") ? SCHEDX_FP32 : (has("in_type=fp16") ? SCHEDX_FP16 : SCHEDX_BF16);
         CAPTURE(name);
         REQUIRE(schedx_force_variant("cast_transpose", name.c_str()) == SCHEDX_OK);
-        for (auto [m, k] : {std::pair<int64_t, int64_t>{256, 256}, {1, 1}, {17, 33}, {130, 70}}) {
+        std::vector<std::pair<int64_t, int64_t>> shapes{{256, 256}, {1, 1}, {17, 33}, {130, 70}};
+        if (has("tile=")) shapes.push_back({200, 1100});  // ragged 64 x 512 tiles, several each way
+        for (auto [m, k] : shapes) {
             CastTransposeCase c{m, k, 0, 0, 0, dt, SCHEDX_E4M3FN, 448.0f / 3.7f};
             c.rows = !has("outputs=cols");
             c.cols = !has("outputs=rows");

@@ -99,7 +99,7 @@ TEST_CASE("one orientation only, padded leading dimensions, and the variant that
                                        : r == SCHEDX_RECIPE_BLOCK_1X128 ? "block1d"
                                                                         : "block2d";
             const std::string type = dt == SCHEDX_BF16 ? "bf16" : dt == SCHEDX_FP16 ? "fp16" : "fp32";
-            const std::string both = r == SCHEDX_RECIPE_AXISWISE ? "_2pass_s32_cpu" : "_cpu";
+            const std::string both = r == SCHEDX_RECIPE_AXISWISE ? "_2pass_s32_cpu" : "_cpu_t128x256";
             CHECK(schedx_last_variant("quantize_fp8") == "quantize_fp8_" + recipe + "_" + type + both);
             c.cols = false;
             CHECK(check_quantize(c, input(dt, QuantizeInput::mixed)) == "");
@@ -128,7 +128,10 @@ TEST_CASE("every CPU quantize_fp8 variant, forced: both formats, every option se
         REQUIRE(schedx_force_variant("quantize_fp8", info.name) == SCHEDX_OK);
         for (schedx_fp8_format f : kFormats) {
             for (const schedx_quantize_fp8_options &o : options_for(r, f)) {
-                for (const Shape &s : {Shape{130, 257}, Shape{33, 65}, Shape{1, 1}, Shape{1, 300}}) {
+                // The tiled variants also on ragged tiles, several each way (300 x 520 in 128 x 256).
+                std::vector<Shape> shapes{{130, 257}, {33, 65}, {1, 1}, {1, 300}};
+                if (p.count("tile")) shapes.push_back({300, 520});
+                for (const Shape &s : shapes) {
                     for (QuantizeInput kind : {QuantizeInput::mixed, QuantizeInput::specials}) {
                         QuantizeCase c{s.m, s.k};
                         c.dtype = dt;

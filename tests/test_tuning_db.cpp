@@ -21,8 +21,8 @@ namespace {
 
 using schedx::Device;
 
-constexpr const char *kUnfused = "cast_transpose_bf16_cpu";  // first in variants.json: the heuristic's pick
-constexpr const char *kFused = "cast_transpose_bf16_cpu_amax";
+constexpr const char *kFirst = "cast_transpose_bf16_cpu_t64x512_amax";  // first in variants.json: the heuristic's pick
+constexpr const char *kSecond = "cast_transpose_bf16_cpu";  // another variant that serves the call
 constexpr const char *kKey = "bf16->e4m3fn:both+amax";
 
 // A fresh database file named by SCHEDX_TUNING_DB for the test's lifetime.
@@ -88,32 +88,32 @@ std::string reason() { return schedx_last_reason("cast_transpose"); }
 
 TEST_CASE("no database: the heuristic") {
     TempDb db;
-    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason().rfind("heuristic", 0) == 0);
 }
 
 TEST_CASE("exact shape: the fastest recorded variant, the latest measurement of each") {
     TempDb db;
-    db.write(record({64, 64}, kUnfused, 20) + record({64, 64}, kFused, 10));
-    CHECK(dispatched(64, 64) == kFused);
+    db.write(record({64, 64}, kFirst, 20) + record({64, 64}, kSecond, 10));
+    CHECK(dispatched(64, 64) == kSecond);
     CHECK(reason() == "tuned exact shape");
     // Re-measured slower (as by explore in another process): supersedes, and is seen
     // without a restart once the 100 ms recheck interval has passed.
-    db.write(record({64, 64}, kFused, 30));
+    db.write(record({64, 64}, kSecond, 30));
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "tuned exact shape");
 }
 
 TEST_CASE("bucket: the nearest recorded shape with every dimension within 2x") {
     TempDb db;
-    db.write(record({64, 64}, kFused, 10) + record({64, 64}, kUnfused, 20) + record({256, 256}, kUnfused, 10) +
-             record({256, 256}, kFused, 20));
-    CHECK(dispatched(100, 48) == kFused);
+    db.write(record({64, 64}, kSecond, 10) + record({64, 64}, kFirst, 20) + record({256, 256}, kFirst, 10) +
+             record({256, 256}, kSecond, 20));
+    CHECK(dispatched(100, 48) == kSecond);
     CHECK(reason() == "tuned bucket (nearest recorded shape 64x64)");
-    CHECK(dispatched(200, 300) == kUnfused);
+    CHECK(dispatched(200, 300) == kFirst);
     CHECK(reason() == "tuned bucket (nearest recorded shape 256x256)");
-    CHECK(dispatched(16, 64) == kUnfused);  // 4x away from every record
+    CHECK(dispatched(16, 64) == kFirst);  // 4x away from every record
     CHECK(reason().rfind("heuristic", 0) == 0);
 }
 
@@ -122,47 +122,47 @@ TEST_CASE("dirty-cache records outrank back-to-back ones of the same shape") {
     const nlohmann::json dirty = {{"timing", "dirty_cache"}};
     // 64x64: timed back to back the fused variant wins, after a dirty cache the unfused one
     // (slower in absolute terms, as every dirty-cache time is): the dirty-cache ranking decides.
-    db.write(record({64, 64}, kFused, 10) + record({64, 64}, kUnfused, 20, {{"timing", "back_to_back"}}) +
-             record({64, 64}, kFused, 40, dirty) + record({64, 64}, kUnfused, 30, dirty));
-    CHECK(dispatched(64, 64) == kUnfused);
+    db.write(record({64, 64}, kSecond, 10) + record({64, 64}, kFirst, 20, {{"timing", "back_to_back"}}) +
+             record({64, 64}, kSecond, 40, dirty) + record({64, 64}, kFirst, 30, dirty));
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "tuned exact shape, dirty-cache timing");
     // 256x256 has only back-to-back records: they still count, for the shape and its bucket.
-    db.write(record({256, 256}, kFused, 10) + record({256, 256}, kUnfused, 20));
+    db.write(record({256, 256}, kSecond, 10) + record({256, 256}, kFirst, 20));
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    CHECK(dispatched(256, 256) == kFused);
+    CHECK(dispatched(256, 256) == kSecond);
     CHECK(reason() == "tuned exact shape");
-    CHECK(dispatched(100, 48) == kUnfused);
+    CHECK(dispatched(100, 48) == kFirst);
     CHECK(reason() == "tuned bucket (nearest recorded shape 64x64, dirty-cache timing)");
 }
 
 TEST_CASE("a record with an unknown timing is damaged, not read as either") {
     TempDb db;
-    db.write(record({64, 64}, kUnfused, 20) + record({64, 64}, kFused, 10, {{"timing", "flushed"}}) +
-             record({64, 64}, kFused, 10, {{"timing", 1}}));
-    CHECK(dispatched(64, 64) == kUnfused);
+    db.write(record({64, 64}, kFirst, 20) + record({64, 64}, kSecond, 10, {{"timing", "flushed"}}) +
+             record({64, 64}, kSecond, 10, {{"timing", 1}}));
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "tuned exact shape");
 }
 
 TEST_CASE("records of another device, driver, build, workload or a variant that cannot run are ignored") {
     TempDb db;
-    db.write(record({64, 64}, kUnfused, 20));
-    db.write(record({64, 64}, kFused, 1, {{"device_name", "Another CPU"}}));
-    db.write(record({64, 64}, kFused, 1, {{"driver_version", 12080}}));
-    db.write(record({64, 64}, kFused, 1, {{"library_version", "schedx 0.0.1, Halide 19.0.0"}}));
-    db.write(record({64, 64}, kFused, 1, {{"dtypes", "bf16->e5m2:both+amax"}}));
-    db.write(record({64, 64}, kFused, 1, {{"device", "cuda"}}));
+    db.write(record({64, 64}, kFirst, 20));
+    db.write(record({64, 64}, kSecond, 1, {{"device_name", "Another CPU"}}));
+    db.write(record({64, 64}, kSecond, 1, {{"driver_version", 12080}}));
+    db.write(record({64, 64}, kSecond, 1, {{"library_version", "schedx 0.0.1, Halide 19.0.0"}}));
+    db.write(record({64, 64}, kSecond, 1, {{"dtypes", "bf16->e5m2:both+amax"}}));
+    db.write(record({64, 64}, kSecond, 1, {{"device", "cuda"}}));
     db.write(record({64, 64}, "cast_transpose_bf16_rows_cpu", 1));  // not a candidate for this call
     db.write(record({64, 64}, "cast_transpose_bf16_e4m3_t64r4w4", 1));   // a CUDA variant
-    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "tuned exact shape");
 }
 
 TEST_CASE("damaged lines are skipped with one warning per load; a trailing partial line is not read") {
     TempDb db;
-    db.write("not json\n" + record({64, 64}, kUnfused, 20) + "{\"op\": \"cast_transpose\", \"shape\": \n" +
-             record({64, 64}, kFused, 10, {{"median_us", "fast"}}) + record({64, 64}, kFused, 10, {{"shape", {64, -1}}}) +
-             record({64, 64}, kFused, 10, {{"variant", 7}}) + "[1, 2]\n\n" + record({64, 64}, kFused, 10));
-    db.write(record({64, 64}, kFused, 1).substr(0, 50));  // still being written by another process
+    db.write("not json\n" + record({64, 64}, kFirst, 20) + "{\"op\": \"cast_transpose\", \"shape\": \n" +
+             record({64, 64}, kSecond, 10, {{"median_us", "fast"}}) + record({64, 64}, kSecond, 10, {{"shape", {64, -1}}}) +
+             record({64, 64}, kSecond, 10, {{"variant", 7}}) + "[1, 2]\n\n" + record({64, 64}, kSecond, 10));
+    db.write(record({64, 64}, kSecond, 1).substr(0, 50));  // still being written by another process
     // Capture stderr around two calls: the file is read once, so it warns once.
     std::fflush(stderr);
     char log[] = "/tmp/schedx_stderr_XXXXXX";
@@ -176,8 +176,8 @@ TEST_CASE("damaged lines are skipped with one warning per load; a trailing parti
     std::stringstream text;
     text << std::ifstream(log).rdbuf();
     std::remove(log);
-    CHECK(first == kFused);
-    CHECK(second == kFused);
+    CHECK(first == kSecond);
+    CHECK(second == kSecond);
     const std::string warning = text.str();
     CHECK(warning.find("skipped 6 damaged line(s), the first at line 1") != std::string::npos);
     CHECK(warning.find("damaged") == warning.rfind("damaged"));
@@ -196,7 +196,7 @@ TEST_CASE("concurrent appends from several processes lose nothing and tear no li
             bool ok = true;
             for (int i = 0; i < kEach; i++) {
                 const double us = p * 1000 + i + 1;
-                ok &= schedx::tuning_db_append({{w, kUnfused, us, us, us, 1}}) == SCHEDX_OK;
+                ok &= schedx::tuning_db_append({{w, kFirst, us, us, us, 1}}) == SCHEDX_OK;
             }
             _exit(ok ? 0 : 1);
         }
@@ -219,22 +219,22 @@ TEST_CASE("concurrent appends from several processes lose nothing and tear no li
     }
     CHECK(lines == kProcs * kEach);
     CHECK(seen.size() == size_t(kProcs * kEach));
-    CHECK(dispatched(64, 64) == kUnfused);
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "tuned exact shape");
 }
 
 TEST_CASE("a forced variant wins over the database; unknown names are rejected") {
     TempDb db;
-    db.write(record({64, 64}, kFused, 10) + record({64, 64}, kUnfused, 20));
-    REQUIRE(schedx_force_variant("cast_transpose", kUnfused) == SCHEDX_OK);
-    CHECK(dispatched(64, 64) == kUnfused);
+    db.write(record({64, 64}, kSecond, 10) + record({64, 64}, kFirst, 20));
+    REQUIRE(schedx_force_variant("cast_transpose", kFirst) == SCHEDX_OK);
+    CHECK(dispatched(64, 64) == kFirst);
     CHECK(reason() == "forced");
     CHECK(schedx_force_variant("cast_transpose", "cast_transpose_no_such_variant") == SCHEDX_ERR_UNKNOWN_VARIANT);
     CHECK(schedx_force_variant("cast_transpose", "abs_max_bf16_cpu") == SCHEDX_ERR_UNKNOWN_VARIANT);  // another op's
-    CHECK(schedx_force_variant("no_such_op", kUnfused) == SCHEDX_ERR_UNKNOWN_VARIANT);
-    CHECK(dispatched(64, 64) == kUnfused);  // a rejected name leaves the forcing as it was
+    CHECK(schedx_force_variant("no_such_op", kFirst) == SCHEDX_ERR_UNKNOWN_VARIANT);
+    CHECK(dispatched(64, 64) == kFirst);  // a rejected name leaves the forcing as it was
     CHECK(reason() == "forced");
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
-    CHECK(dispatched(64, 64) == kFused);
+    CHECK(dispatched(64, 64) == kSecond);
     CHECK(reason() == "tuned exact shape");
 }

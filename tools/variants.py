@@ -146,7 +146,8 @@ def schedule_part(op: str, v: Variant) -> str:
                     ("with_amax", "true", "amax")])
         if s == "cuda_skinny":
             return "skinny_" + g("long_dim")
-        return outputs + s + flags(p, [("with_amax", "true", "amax")])
+        tile = f"_t{g('tile_rows')}x{g('tile')}" if "tile" in p else ""
+        return outputs + s + tile + flags(p, [("with_amax", "true", "amax")])
     if op.startswith("quantize_fp8"):
         if s == "cuda_tiled":
             return f"t128r{g('rows_per_thread')}" + flags(
@@ -154,6 +155,8 @@ def schedule_part(op: str, v: Variant) -> str:
                     ("block_max_lanes", "256", "patches"), ("cols_from_rows", "true", "cols_from_rows")])
         if g("axis_pass") == "first":
             return f"2pass_s{g('strip_rows')}_" + ("cuda" if s == "cuda_strips" else s)
+        if "tile" in p:
+            return f"{s}_t{g('tile_rows')}x{g('tile')}"
         return outputs + s
     if op == "abs_max" and s == "cuda":
         return f"t{g('threads_x')}x{g('threads_y')}r{g('rows_per_thread')}w{g('load_words')}"

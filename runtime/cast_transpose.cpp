@@ -96,7 +96,7 @@ constexpr int64_t kSkinnyShortMUntuned = 16;
 // 128-wide tiles go first. 12000x6000: t128r4w8 94.0 us against t64r8w4_cvt 107.0 (H200),
 // 123.5 against 142.9 (H100, ragged_rows_pitch_2026-12-05_h100_2a87bb3.md).
 int untuned_rank(const Variant &v, const CastTransposeCall &c) {
-    if (v.device != Device::cuda) return 0;
+    if (v.device != Device::cuda) return cpu_tile_rank(v, c.m, c.k);
     if (v.param("schedule") == "cuda_tiled") {
         const bool split_sectors = c.rows && c.ld_rows % 32 != 0 && v.param_int("tile", cast_layout::kTile) < 128 &&
                                    v.param("io") != "element";

@@ -145,6 +145,13 @@ std::string forced_variant(const std::string &op) {
     auto it = forced.find(op);
     return it == forced.end() ? std::string() : it->second;
 }
+
+int cpu_tile_rank(const Variant &v, int64_t m, int64_t k) {
+    if (v.device != Device::cpu || v.param("tile").empty()) return 0;
+    const int tile = v.param_int("tile", 0);
+    return m < v.param_int("tile_rows", tile) || k < tile ? 1 : 0;
+}
+
 }  // namespace schedx
 
 extern "C" schedx_status schedx_force_variant(const char *op, const char *variant) {

@@ -49,6 +49,12 @@ RunnableList runnable_variants(const std::vector<const Variant *> &candidates, c
                                const std::function<bool(const Variant &)> &can_run,
                                const std::function<int(const Variant &)> &untuned_rank = nullptr);
 
+// Untuned rank of a CPU variant tiled by `tile_rows` x `tile` (variants.json) for an M x K call:
+// 1 below one whole tile, where its guarded tails run scalar and the untiled variant goes first
+// (one thread, build machine: cast 64x64 68 us against 4.4, 256x256 184 against 112; quantize
+// 64x64 111 against 55; the tiles win from 1024^2, cpu_compare_2026-12-06_build_machine_3c7e644.md), else 0.
+int cpu_tile_rank(const Variant &v, int64_t m, int64_t k);
+
 // `runnable` holds the variants that accept this call, in preference order (non-empty
 // unless a forced variant cannot run). On success returns the choice and records it as
 // this thread's last variant for the op. The answer is memoised per thread for the

@@ -315,7 +315,8 @@ extern "C" schedx_status schedx_quantize_fp8(const void *x, int64_t m, int64_t k
     const RunKey key{m, k, ldx, rows ? ld_rows : -1, cols ? ld_cols : -1, elem_bytes, aligned16(x),
                      !rows || aligned16(rows), !cols || aligned16(cols)};
     const int sm = cuda_context_sm(ctx);
-    const auto runnable = runnable_variants(candidates, key, sm, [&](const Variant &v) { return can_run(v, c, sm); });
+    const auto runnable = runnable_variants(candidates, key, sm, [&](const Variant &v) { return can_run(v, c, sm); },
+                                            [&](const Variant &v) { return cpu_tile_rank(v, m, k); });
     const Variant *v = nullptr;
     if ((s = choose_variant(w, candidates, runnable, &v))) return s;
 

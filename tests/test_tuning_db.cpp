@@ -21,8 +21,9 @@ namespace {
 
 using schedx::Device;
 
-constexpr const char *kFirst = "cast_transpose_bf16_cpu_t64x512_amax";  // first in variants.json: the heuristic's pick
-constexpr const char *kSecond = "cast_transpose_bf16_cpu";  // another variant that serves the call
+// The heuristic's pick at these shapes, below one 64 x 512 tile: the first untiled variant in variants.json.
+constexpr const char *kFirst = "cast_transpose_bf16_cpu";
+constexpr const char *kSecond = "cast_transpose_bf16_cpu_t64x512_amax";  // another variant that serves the call
 constexpr const char *kKey = "bf16->e4m3fn:both+amax";
 
 // A fresh database file named by SCHEDX_TUNING_DB for the test's lifetime.

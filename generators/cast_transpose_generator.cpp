@@ -273,7 +273,8 @@ private:
     Expr abs_input_bits(Expr bits) { return bits & schedx::u32(in_type != ElemType::fp32 ? 0x7FFF : 0x7FFFFFFF); }
     Expr stored_abs_bits(Expr abs) { return in_type != ElemType::fp32 ? cast<uint16_t>(abs) : abs; }
     // x * scale, or x / scale: strict_float keeps Halide and LLVM from a reciprocal multiply
-    // or an approximate division (PTX div.approx / div.full): div.rn.f32 on CUDA, divps on x86.
+    // or an approximate division (PTX div.approx / div.full): div.rn.f32 on CUDA, vdivps on
+    // x86 (Halide 21 emits the same without it today; the marker keeps it so).
     Expr scaled(Expr value) {
         return scale_by == ScaleBy::divide ? strict_float(value / scale()) : value * scale();
     }

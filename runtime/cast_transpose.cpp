@@ -181,7 +181,8 @@ schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, sched
         return s;
     }
     const int elem_bytes = x_dtype == SCHEDX_FP32 ? 4 : 2;
-    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}, {scale_name, scale, 1, 1, 1, 4, role == ScaleRole::written}};
+    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false},
+                            {scale_name, scale, 1, 1, 1, 4, role == ScaleRole::written}};
     if (rows) spans.push_back({"rows", rows, m, k, ld_rows, 1, true});
     if (cols) spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
     if (amax) spans.push_back({"amax", amax, 1, 1, 1, 4, true});

@@ -197,7 +197,7 @@ TEST_CASE("divide: dispatch takes divide variants only, and multiply calls never
     auto bits = [](int64_t i, int64_t j) { return uint32_t(ref::float_to_bf16(float(i * 37 - j * 11) / 9.0f)); };
     for (bool divide : {false, true}) {
         for (auto [rows, cols] : {std::pair<bool, bool>{true, true}, {true, false}, {false, true}}) {
-            CastTransposeCase c{33, 65, 40, 70, 35, SCHEDX_BF16, SCHEDX_E4M3FN, 7.0f};
+            CastTransposeCase c{33, 65, 70, 67, 41, SCHEDX_BF16, SCHEDX_E4M3FN, 7.0f};
             c.divide = divide;
             c.rows = rows;
             c.cols = cols;

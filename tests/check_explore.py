@@ -16,7 +16,7 @@ from pathlib import Path
 
 # op -> (shapes, argument sets explored per shape)
 RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 3),
-        "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 3),
+        "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 4),
         "quantize_fp8": ({"64x64": [64, 64], "130x96": [130, 96]}, 4),
         "abs_max": ({"64x64": [64, 64], "128x96": [128, 96]}, 3)}
 RECORD_KEYS = {"op", "dtypes", "shape", "device", "device_name", "driver_version", "library_version",

@@ -1,5 +1,5 @@
 // Fused fp8 cast + transpose:
-//   rows = clamp(x * scale, -FMAX, FMAX).to(fp8)   row-major [M, K]
+//   rows = clamp(x * scale, -FMAX, FMAX).to(fp8)   row-major [M, K]  (scale_by=divide: x / scale)
 //   cols = the same values column-major            (f.t().contiguous().t())
 //   amax = max |x| (NaN if any x is NaN), scale_inv = 1 / scale
 // x is [M, K] with a leading dimension; K is the contiguous dimension, called x here,
@@ -16,6 +16,7 @@ using namespace Halide;
 using schedx::ElemType;
 
 enum class Outputs { both, rows, cols };
+enum class ScaleBy { multiply, divide };
 
 class CastTransposeFp8 : public Generator<CastTransposeFp8> {
 public:
@@ -23,6 +24,10 @@ public:
     GeneratorParam<Outputs> outputs{"outputs", Outputs::both,
                                     {{"both", Outputs::both}, {"rows", Outputs::rows}, {"cols", Outputs::cols}}};
     GeneratorParam<bool> with_amax{"with_amax", false};
+    // multiply: x * scale; divide: x / scale rounded once as IEEE fp32 division, as eager
+    // PyTorch's `x / s` (x * (1 / s) differs from it in the last bit, and sometimes the fp8 code).
+    GeneratorParam<ScaleBy> scale_by{"scale_by", ScaleBy::multiply,
+                                     {{"multiply", ScaleBy::multiply}, {"divide", ScaleBy::divide}}};
     // any: format chosen by the fp8_format argument; e4m3 / e5m2: fixed, the encoder's
     // selects fold away (the tiled kernels are issue-bound, so this matters).
     GeneratorParam<std::string> fp8{"fp8", "any"};
@@ -59,6 +64,8 @@ public:
         // Its cols stage widens the block to 32 lanes in x, so the amax stages run on 8 of each
         // warp's lanes, outside their full-mask REDUX (the kernel stopped on the GPU).
         if (cols_bytes && with_amax) throw std::invalid_argument("cols_io=element takes no fused amax");
+        // Its scale_inv output would be 1 / scale; a divide caller has no use for it.
+        if (scale_by == ScaleBy::divide && with_amax) throw std::invalid_argument("scale_by=divide takes no amax");
         if (sched.value() == "cuda_tiled" && io.value() != "word") {
             if (io.value() != "element") throw std::invalid_argument("unknown io " + io.value());
             if (encoder.value() != "integer") throw std::invalid_argument("io=element encodes with the integer encoder");
@@ -114,7 +121,7 @@ private:
         xbits(x, y) = element_bits(x, y);
         Expr value = schedx::decode_to_float(xbits(x, y), in_type);
         Expr is_e5m2 = fp8.value() == "any" ? (fp8_format != 0) : Expr(fp8.value() == "e5m2");
-        Expr code = schedx::encode_fp8(value * scale(), is_e5m2);
+        Expr code = schedx::encode_fp8(scaled(value), is_e5m2);
         if (with_amax && sched.value() == "cuda_tiled" && !word_io) {
             // Element tiles with the fused amax: each element's |x| in the input format's bits
             // beside its code, which the word tiles keep per word (below).
@@ -131,10 +138,10 @@ private:
                       (cast<uint32_t>(f8(4 * x + 2, y)) << 16) | (cast<uint32_t>(f8(4 * x + 3, y)) << 24);
         if (encoder.value() == "ptx") {
             if (fp8.value() == "any") throw std::invalid_argument("encoder=ptx needs fp8=e4m3 or e5m2");
-            auto scaled = [&](int j) { return schedx::decode_to_float(xbits(4 * x + j, y), in_type) * scale(); };
+            auto element = [&](int j) { return scaled(schedx::decode_to_float(xbits(4 * x + j, y), in_type)); };
             const bool e5m2 = fp8.value() == "e5m2";
-            packed = cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(0), scaled(1), e5m2)) |
-                     (cast<uint32_t>(schedx::ptx_cvt_fp8x2(scaled(2), scaled(3), e5m2)) << 16);
+            packed = cast<uint32_t>(schedx::ptx_cvt_fp8x2(element(0), element(1), e5m2)) |
+                     (cast<uint32_t>(schedx::ptx_cvt_fp8x2(element(2), element(3), e5m2)) << 16);
         }
         if (with_amax) {
             // The fused amax takes max |x| of the word's four elements from the values
@@ -270,6 +277,13 @@ private:
     // and as the fused amax stores them in shared memory: 16 bits for bf16 and fp16.
     Expr abs_input_bits(Expr bits) { return bits & schedx::u32(in_type != ElemType::fp32 ? 0x7FFF : 0x7FFFFFFF); }
     Expr stored_abs_bits(Expr abs) { return in_type != ElemType::fp32 ? cast<uint16_t>(abs) : abs; }
+    // x * scale, or x / scale: strict_float keeps Halide and LLVM from a reciprocal multiply
+    // or an approximate division (PTX div.approx / div.full): div.rn.f32 on CUDA, vdivps on
+    // x86 (Halide 21 emits the same without it today; the marker keeps it so).
+    Expr scaled(Expr value) {
+        return scale_by == ScaleBy::divide ? strict_float(value / scale()) : value * scale();
+    }
+
     // The fp8 code of f8 (a Tuple with |x|'s bits in element tiles with the fused amax).
     Expr f8_code(Expr ex, Expr ey) { return f8.outputs() > 1 ? f8(ex, ey)[0] : Expr(f8(ex, ey)); }
     // The packed fp8 word of f8_words (a Tuple with the words' max |x| when amax is fused).

@@ -1,4 +1,4 @@
-// schedx_cast_transpose_fp8: validation, variant eligibility and the call.
+// schedx_cast_transpose_fp8 (and its divide form): validation, variant eligibility and the call.
 #include <mutex>
 #include <string>
 #include <vector>
@@ -148,10 +148,13 @@ struct CheckedCast {
     void *ctx;
 };
 
-// Checks a cast's arguments. `scale_written`: the call computes scale (current scaling)
-// rather than reading it.
+// What a cast does with its one float: multiplies x by it, divides x by it (the divide entry
+// point, which names it divisor), or computes it (current scaling).
+enum class ScaleRole { multiplier, divisor, written };
+
+// Checks a cast's arguments.
 schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype, const float *scale,
-                         bool scale_written, schedx_fp8_format format, uint8_t *rows, int64_t ld_rows, uint8_t *cols,
+                         ScaleRole role, schedx_fp8_format format, uint8_t *rows, int64_t ld_rows, uint8_t *cols,
                          int64_t ld_cols, float *amax, float *scale_inv, schedx_device device, CheckedCast *out) {
     Device dev;
     schedx_status s;
@@ -160,7 +163,8 @@ schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, sched
     }
     // An empty x (an MoE expert without tokens) is valid, as in PyTorch; its pointers may be NULL.
     const bool empty = m == 0 || k == 0;
-    if ((!empty && (s = check_not_null("x", x))) || (s = check_not_null("scale", scale))) return s;
+    const char *scale_name = role == ScaleRole::divisor ? "divisor" : "scale";
+    if ((!empty && (s = check_not_null("x", x))) || (s = check_not_null(scale_name, scale))) return s;
     if (!rows && !cols && !empty) return fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL: nothing to write");
     if (!amax != !scale_inv) return fail(SCHEDX_ERR_NULL_POINTER, "amax and scale_inv must be both given or both NULL");
     const char *in_type = dtype_name(x_dtype);
@@ -177,14 +181,17 @@ schedx_status check_cast(const void *x, int64_t m, int64_t k, int64_t ldx, sched
         return s;
     }
     const int elem_bytes = x_dtype == SCHEDX_FP32 ? 4 : 2;
-    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false}, {"scale", scale, 1, 1, 1, 4, scale_written}};
+    std::vector<Span> spans{{"x", x, m, k, ldx, elem_bytes, false},
+                            {scale_name, scale, 1, 1, 1, 4, role == ScaleRole::written}};
     if (rows) spans.push_back({"rows", rows, m, k, ld_rows, 1, true});
     if (cols) spans.push_back({"cols", cols, k, m, ld_cols, 1, true});
     if (amax) spans.push_back({"amax", amax, 1, 1, 1, 4, true});
     if (scale_inv) spans.push_back({"scale_inv", scale_inv, 1, 1, 1, 4, true});
     void *ctx = nullptr;
     if ((s = check_spans(spans, dev, &ctx))) return s;
-    *out = {{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv}, dev, in_type, ctx};
+    *out = {{x, m, k, ldx, elem_bytes, scale, format, rows, cols, ld_rows, ld_cols, amax, scale_inv,
+             role == ScaleRole::divisor},
+            dev, in_type, ctx};
     return SCHEDX_OK;
 }
 
@@ -195,16 +202,18 @@ schedx_status choose_cast_variant(const CheckedCast &cc, const Variant **v) {
     const bool e5m2 = c.format == SCHEDX_E5M2;
     const std::string fp8_name = e5m2 ? "e5m2" : "e4m3";
     const bool want_amax = c.amax || c.scale_inv;
+    const std::string_view scale_by = c.divide ? "divide" : "multiply";
     const Workload w{"cast_transpose",
                      std::string(cc.in_type) + "->" + (e5m2 ? "e5m2" : "e4m3fn") + ":" + outputs +
-                         (want_amax ? "+amax" : ""),
+                         (want_amax ? "+amax" : "") + (c.divide ? ":divide" : ""),
                      cc.dev,
                      {c.m, c.k}};
     const std::vector<const Variant *> &candidates = schedx::candidates(w.op, cc.dev, w.dtypes, [&](const Variant &v) {
         const std::string_view fp8 = v.param("fp8", "any");
         // A variant with fused amax serves only calls that want it (it would need scratch otherwise).
         return v.param("in_type") == cc.in_type && v.param("outputs", "both") == outputs &&
-               (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax);
+               (fp8 == "any" || fp8 == fp8_name) && (v.param("with_amax") != "true" || want_amax) &&
+               v.param("scale_by", "multiply") == scale_by;
     });
     const RunKey key{c.m, c.k, c.ldx, c.rows ? c.ld_rows : -1, c.cols ? c.ld_cols : -1, c.elem_bytes,
                      aligned16(c.x), !c.rows || aligned16(c.rows), !c.cols || aligned16(c.cols)};
@@ -303,10 +312,25 @@ extern "C" schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int
     using namespace schedx;
     clear_error();
     CheckedCast cc;
-    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, false, format, rows, ld_rows, cols, ld_cols, amax,
-                                 scale_inv, device, &cc);
+    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, ScaleRole::multiplier, format, rows, ld_rows, cols,
+                                 ld_cols, amax, scale_inv, device, &cc);
     if (s) return s;
     if (m == 0 || k == 0) return amax ? run_amax_pass(cc.dev, cc.in_type, cc.c, stream, cc.ctx) : SCHEDX_OK;
+    const Variant *v = nullptr;
+    return (s = choose_cast_variant(cc, &v)) ? s : run_cast(cc, v, stream);
+}
+
+extern "C" schedx_status schedx_cast_transpose_fp8_divide(const void *x, int64_t m, int64_t k, int64_t ldx,
+                                                          schedx_dtype x_dtype, const float *divisor,
+                                                          schedx_fp8_format format, uint8_t *rows, int64_t ld_rows,
+                                                          uint8_t *cols, int64_t ld_cols, schedx_device device,
+                                                          void *stream) {
+    using namespace schedx;
+    clear_error();
+    CheckedCast cc;
+    schedx_status s = check_cast(x, m, k, ldx, x_dtype, divisor, ScaleRole::divisor, format, rows, ld_rows, cols,
+                                 ld_cols, nullptr, nullptr, device, &cc);
+    if (s || m == 0 || k == 0) return s;
     const Variant *v = nullptr;
     return (s = choose_cast_variant(cc, &v)) ? s : run_cast(cc, v, stream);
 }
@@ -323,8 +347,8 @@ extern "C" schedx_status schedx_cast_transpose_fp8_current_scaling(const void *x
         return fail(SCHEDX_ERR_NULL_POINTER, "amax, scale and scale_inv are required: current scaling writes them");
     }
     CheckedCast cc;
-    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, true, format, rows, ld_rows, cols, ld_cols, amax,
-                                 scale_inv, device, &cc);
+    schedx_status s = check_cast(x, m, k, ldx, x_dtype, scale, ScaleRole::written, format, rows, ld_rows, cols,
+                                 ld_cols, amax, scale_inv, device, &cc);
     if (s) return s;
     // The cast's variant first (a refusal writes nothing), then amax (0 for an empty x), the
     // scale from it and the cast with that scale: in stream order on CUDA, no copy to the host.

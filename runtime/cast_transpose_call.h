@@ -20,6 +20,8 @@ struct CastTransposeCall {
     uint8_t *rows, *cols;
     int64_t ld_rows, ld_cols;
     float *amax, *scale_inv;
+    // schedx_cast_transpose_fp8_divide: scale is the divisor (variants with scale_by=divide).
+    bool divide = false;
 
     // The call on rows [r.row0, r.row0 + r.rows) and columns [r.col0, r.col0 + r.cols) of x.
     CastTransposeCall region(const TileRegion &r) const {

@@ -21,7 +21,15 @@ struct CastTransposeCase {
     bool rows = true, cols = true, amax = false;
     // schedx_cast_transpose_fp8_current_scaling: amax, scale and scale_inv are outputs.
     bool current_scaling = false, pow2_scales = false;
+    // schedx_cast_transpose_fp8_divide: x / scale (no amax).
+    bool divide = false;
 };
+
+// Divisors of the divide cast's tests: 7, 1.7 and 0.3 are ones where x * (1 / s) rounds to
+// another fp8 code than x / s for some bf16 and fp16 x (test_cast_transpose_cpu.cpp asserts it);
+// 2^12 makes most results fp8 subnormals, 2^-12 saturates most, 0 makes x / 0 infinite
+// (saturated) and 0 / 0 NaN.
+inline constexpr float kDivisors[] = {7.0f, 1.7f, 0.3f, 3.0f, 0x1p12f, 0x1p-12f, 0.0f};
 
 // Host views of every argument; `run` may copy them to a device and back.
 struct CastTransposeBuffers {
@@ -35,6 +43,11 @@ inline schedx_status run_on_cpu(const CastTransposeCase &c, CastTransposeBuffers
             b.x->data(), c.m, c.k, c.ldx, c.dtype, c.format, c.pow2_scales, c.rows ? b.rows->data() : nullptr,
             c.ld_rows, c.cols ? b.cols->data() : nullptr, c.ld_cols, b.amax->as<float>(), b.scale->as<float>(),
             b.scale_inv->as<float>(), SCHEDX_DEVICE_CPU, nullptr);
+    }
+    if (c.divide) {
+        return schedx_cast_transpose_fp8_divide(b.x->data(), c.m, c.k, c.ldx, c.dtype, b.scale->as<float>(), c.format,
+                                                c.rows ? b.rows->data() : nullptr, c.ld_rows,
+                                                c.cols ? b.cols->data() : nullptr, c.ld_cols, SCHEDX_DEVICE_CPU, nullptr);
     }
     return schedx_cast_transpose_fp8(b.x->data(), c.m, c.k, c.ldx, c.dtype, b.scale->as<float>(), c.format,
                                      c.rows ? b.rows->data() : nullptr, c.ld_rows, c.cols ? b.cols->data() : nullptr,
@@ -94,7 +107,9 @@ inline std::string check_cast_transpose(CastTransposeCase c, const std::function
     for (int64_t i = 0; i < c.m; i++) {
         for (int64_t j = 0; j < c.k; j++) {
             const uint32_t xb = bits(i, j);
-            const uint8_t want = ref::encode(element_value(c, xb) * c.scale, t);
+            // IEEE fp32 product or quotient, rounded once (no -ffast-math in the tests' build).
+            const float v = element_value(c, xb), scaled = c.divide ? v / c.scale : v * c.scale;
+            const uint8_t want = ref::encode(scaled, t);
             const uint8_t got_r = c.rows ? rows.data()[i * c.ld_rows + j] : want;
             const uint8_t got_c = c.cols ? cols.data()[j * c.ld_cols + i] : want;
             if (got_r != want || got_c != want) {

@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 # op -> (shapes, argument sets explored per shape)
-RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 2),
+RUNS = {"cast_transpose": ({"64x64": [64, 64], "128x96": [128, 96]}, 3),  # bf16, bf16+amax, bf16/divide
         "w8_linear": ({"1x64x64": [1, 64, 64], "4x128x96": [4, 128, 96]}, 4),  # bf16, bf16+bias, fp16, bf16+sfp32
         "quantize_fp8": ({"64x64": [64, 64], "130x96": [130, 96]}, 4),
         "abs_max": ({"64x64": [64, 64], "128x96": [128, 96]}, 3)}

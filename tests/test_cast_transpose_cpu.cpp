@@ -139,6 +139,7 @@ TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and 
             c.rows = !has("outputs=cols");
             c.cols = !has("outputs=rows");
             c.amax = has("with_amax=true");
+            c.divide = has("scale_by=divide");
             CAPTURE(m);
             CAPTURE(k);
             // Every 16-bit pattern; fp32 takes each as a bf16's upper half (every bf16 value,
@@ -159,6 +160,80 @@ TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and 
         }
     }
     CHECK(refused <= 6);  // the autoscheduled variants' 1 x 1 and 17 x 33 at most
+    CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+}
+
+TEST_CASE("divide: x * (1 / s) gives another fp8 code than x / s for some bf16 and fp16 x, in both formats") {
+    for (schedx_dtype dt : {SCHEDX_BF16, SCHEDX_FP16}) {
+        for (const ref::Fp8Table *t : {&ref::e4m3fn(), &ref::e5m2()}) {
+            int differ = 0;
+            for (float s : test::kDivisors) {
+                for (uint32_t b = 0; b < 65536; b++) {
+                    const float v = test::element_value({1, 1, 0, 0, 0, dt}, b);
+                    differ += ref::encode(v / s, *t) != ref::encode(v * (1.0f / s), *t);
+                }
+            }
+            CAPTURE(dt);
+            CHECK(differ >= 50);  // so a multiply by the reciprocal fails the test below
+        }
+    }
+}
+
+TEST_CASE("divide: every CPU divide variant, forced, on every bf16 and fp16 pattern, both formats, seven divisors") {
+    int variants = 0;
+    for (const schedx_variant_info &info : test::variant_infos("cast_transpose", "cpu")) {
+        const std::string name = info.name, params = info.params;
+        auto has = [&](const char *kv) { return params.find(kv) != std::string::npos; };
+        if (!has("scale_by=divide")) continue;
+        const schedx_dtype dt = has("in_type=fp32") ? SCHEDX_FP32 : (has("in_type=fp16") ? SCHEDX_FP16 : SCHEDX_BF16);
+        CAPTURE(name);
+        REQUIRE(schedx_force_variant("cast_transpose", name.c_str()) == SCHEDX_OK);
+        for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+            for (float s : test::kDivisors) {
+                CAPTURE(f);
+                CAPTURE(s);
+                CastTransposeCase c{256, 256, 0, 0, 0, dt, f, s};
+                c.divide = true;
+                c.rows = !has("outputs=cols");
+                c.cols = !has("outputs=rows");
+                // fp32 x: each 16-bit pattern as a bf16's upper half, and as its own low half
+                // (fp32 subnormals, whose quotients by 2^-12 are no longer all 0).
+                for (int shift : dt == SCHEDX_FP32 ? std::vector<int>{16, 0} : std::vector<int>{0}) {
+                    CHECK(check_cast_transpose(c, [shift](int64_t i, int64_t j) { return uint32_t(i * 256 + j) << shift; }) ==
+                          "");
+                    CHECK(std::string(schedx_last_variant("cast_transpose")) == name);
+                }
+            }
+        }
+        variants++;
+    }
+    if (test::full_variant_list()) CHECK(variants == 9);  // bf16, fp16, fp32; both, rows, cols
+    CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+}
+
+TEST_CASE("divide: dispatch takes divide variants only, and multiply calls never take them") {
+    auto bits = [](int64_t i, int64_t j) { return uint32_t(ref::float_to_bf16(float(i * 37 - j * 11) / 9.0f)); };
+    for (bool divide : {false, true}) {
+        for (auto [rows, cols] : {std::pair<bool, bool>{true, true}, {true, false}, {false, true}}) {
+            CastTransposeCase c{33, 65, 70, 67, 41, SCHEDX_BF16, SCHEDX_E4M3FN, 7.0f};
+            c.divide = divide;
+            c.rows = rows;
+            c.cols = cols;
+            CAPTURE(divide);
+            CAPTURE(rows);
+            CHECK(check_cast_transpose(c, bits) == "");
+            const std::string last = schedx_last_variant("cast_transpose");
+            CHECK((last.find("_divide") != std::string::npos) == divide);
+        }
+    }
+    // A multiply variant forced on a divide call (and the reverse) cannot run it.
+    CastTransposeCase c{16, 16, 0, 0, 0, SCHEDX_BF16, SCHEDX_E4M3FN, 7.0f};
+    c.divide = true;
+    REQUIRE(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu") == SCHEDX_OK);
+    CHECK(check_cast_transpose(c, bits).rfind("status 11:", 0) == 0);
+    c.divide = false;
+    REQUIRE(schedx_force_variant("cast_transpose", "cast_transpose_bf16_cpu_divide") == SCHEDX_OK);
+    CHECK(check_cast_transpose(c, bits).rfind("status 11:", 0) == 0);
     CHECK(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
 }
 

@@ -33,6 +33,10 @@ schedx_status run_on_cuda(const CastTransposeCase &c, CastTransposeBuffers &b) {
                                                         c.cols ? cols.ptr() : nullptr, c.ld_cols, amax.as<float>(),
                                                         scale.as<float>(), scale_inv.as<float>(), SCHEDX_DEVICE_CUDA,
                                                         test_stream)
+        : c.divide
+            ? schedx_cast_transpose_fp8_divide(x.ptr(), c.m, c.k, c.ldx, c.dtype, scale.as<float>(), c.format,
+                                               c.rows ? rows.ptr() : nullptr, c.ld_rows, c.cols ? cols.ptr() : nullptr,
+                                               c.ld_cols, SCHEDX_DEVICE_CUDA, test_stream)
             : schedx_cast_transpose_fp8(x.ptr(), c.m, c.k, c.ldx, c.dtype, scale.as<float>(), c.format,
                                         c.rows ? rows.ptr() : nullptr, c.ld_rows, c.cols ? cols.ptr() : nullptr,
                                         c.ld_cols, c.amax ? amax.as<float>() : nullptr,
@@ -112,6 +116,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                     c.rows = outputs != "cols";
                     c.cols = outputs != "rows";
                     c.amax = p["with_amax"] == "true";
+                    c.divide = p["scale_by"] == "divide";
                     CAPTURE(s.m);
                     CAPTURE(s.k);
                     CAPTURE(f);
@@ -126,7 +131,7 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
                     CHECK(std::string(last ? last : "none") == info.name);
                     // The non-fused variants also serve amax through the abs_max pass (whose
                     // kernels a quick run sees through the general variants).
-                    if (test::quick_run() && tiled) continue;
+                    if ((test::quick_run() && tiled) || c.divide) continue;
                     c.amax = true;
                     CHECK(check_cast_transpose(c, bits, run_on_cuda) == "");
                 }
@@ -137,6 +142,43 @@ TEST_CASE("every CUDA cast_transpose variant equals the reference bit for bit") 
     }
     REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
     if (test::full_variant_list()) CHECK(checked >= 7);
+}
+
+// The divide variants on every bf16 and fp16 pattern (fp32: each as a bf16's upper half and as
+// its low half) over divisors where x * (1 / s) gives other fp8 codes, both formats a variant
+// is built for: tiles and the general variants on 256 x 256, skinny ones on 16 x 4096 (4096 x 16).
+TEST_CASE("every CUDA divide variant equals x / s in IEEE fp32, then the fp8 encode, bit for bit") {
+    int checked = 0;
+    for (const schedx_variant_info &info : test::variant_infos("cast_transpose", "cuda")) {
+        auto p = params_of(info);
+        if (p["scale_by"] != "divide") continue;
+        const schedx_dtype dt = p["in_type"] == "fp32" ? SCHEDX_FP32 : (p["in_type"] == "fp16" ? SCHEDX_FP16 : SCHEDX_BF16);
+        const bool skinny = p["schedule"] == "cuda_skinny";
+        const int64_t m = skinny ? (p["long_dim"] == "m" ? 4096 : 16) : 256, k = 65536 / m;
+        CAPTURE(info.name);
+        REQUIRE(schedx_force_variant("cast_transpose", info.name) == SCHEDX_OK);
+        for (schedx_fp8_format f : {SCHEDX_E4M3FN, SCHEDX_E5M2}) {
+            if (p.count("fp8") && p["fp8"] != (f == SCHEDX_E5M2 ? "e5m2" : "e4m3")) continue;
+            for (float s : test::kDivisors) {
+                for (int shift : dt == SCHEDX_FP32 ? std::vector<int>{16, 0} : std::vector<int>{0}) {
+                    CAPTURE(f);
+                    CAPTURE(s);
+                    CAPTURE(shift);
+                    CastTransposeCase c{m, k, 0, 0, 0, dt, f, s};
+                    c.divide = true;
+                    c.rows = p["outputs"] != "cols";
+                    c.cols = p["outputs"] != "rows";
+                    CHECK(check_cast_transpose(c, [k, shift](int64_t i, int64_t j) { return uint32_t(i * k + j) << shift; },
+                                               run_on_cuda) == "");
+                    const char *last = schedx_last_variant("cast_transpose");
+                    CHECK(std::string(last ? last : "none") == info.name);
+                }
+            }
+        }
+        checked++;
+    }
+    REQUIRE(schedx_force_variant("cast_transpose", nullptr) == SCHEDX_OK);
+    if (test::full_variant_list()) CHECK(checked == 23);
 }
 
 // The fused-amax variants take the maximum by atomics in the caller's amax, which each

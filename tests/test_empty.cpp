@@ -54,7 +54,7 @@ TEST_CASE("cast_transpose: M = 0 or K = 0 writes amax 0 and scale_inv 1 / scale,
     }
 }
 
-TEST_CASE("cast_transpose: an empty call without amax writes nothing, rows-only and cols-only alike") {
+TEST_CASE("cast_transpose: an empty call without amax (or dividing) writes nothing, rows-only and cols-only alike") {
     Guarded x(16), rows(16), cols(16), scale(4);
     const float one = 1.0f;
     std::memcpy(scale.data(), &one, 4);
@@ -63,6 +63,10 @@ TEST_CASE("cast_transpose: an empty call without amax writes nothing, rows-only 
         CHECK(schedx_cast_transpose_fp8(x.data(), 0, 4, 4, SCHEDX_BF16, scale.as<float>(), SCHEDX_E5M2,
                                         outputs != 2 ? rows.data() : nullptr, 4, outputs != 1 ? cols.data() : nullptr,
                                         1, nullptr, nullptr, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+        CHECK(schedx_cast_transpose_fp8_divide(outputs ? x.data() : nullptr, 3, 0, 0, SCHEDX_FP32, scale.as<float>(),
+                                               SCHEDX_E4M3FN, outputs != 2 ? rows.data() : nullptr, 0,
+                                               outputs != 1 ? cols.data() : nullptr, 3, SCHEDX_DEVICE_CPU,
+                                               nullptr) == SCHEDX_OK);
     }
     CHECK(x.untouched());
     CHECK(rows.untouched());

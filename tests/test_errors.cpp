@@ -107,6 +107,14 @@ struct CurrentScalingArgs : CtArgs {
     }
 };
 
+// The same buffers for schedx_cast_transpose_fp8_divide, scale as the divisor (amax unused).
+struct DivideArgs : CtArgs {
+    schedx_status call() const {
+        return schedx_cast_transpose_fp8_divide(x, m, k, ldx, dtype, scale, format, rows, ld_rows, cols, ld_cols,
+                                                device, nullptr);
+    }
+};
+
 // Arguments of one w8_linear call: y[2][4] from x[2][8] and W[4][8], into poison.
 struct W8Args {
     Guarded xb{2 * 8 * 2}, wb{4 * 8}, scalesb{4 * 4}, biasb{4 * 4}, yb{2 * 4 * 2};
@@ -342,6 +350,40 @@ TEST_CASE("cast_transpose current scaling: each bad argument has its status and 
 
 TEST_CASE("cast_transpose: CUDA without a device, or with host pointers, is refused; the CPU path still works") {
     check_cuda_refused_cpu_works<CtArgs>();
+    check_cuda_refused_cpu_works<DivideArgs>();
+}
+
+TEST_CASE("cast_transpose divide: the valid call writes both copies of x / divisor and nothing else") {
+    DivideArgs a;
+    const float two = 2.0f;
+    std::memcpy(a.scaleb.data(), &two, 4);
+    REQUIRE(a.call() == SCHEDX_OK);
+    CHECK(a.rowsb.data()[31] == 0x30);  // e4m3fn 0.5
+    CHECK(a.colsb.data()[31] == 0x30);
+    CHECK(a.amaxb.untouched());
+    CHECK(a.scale_invb.untouched());
+}
+
+TEST_CASE("cast_transpose divide: each bad argument has its status and message, and nothing is written") {
+    using C = Case<DivideArgs>;
+    using A = DivideArgs;
+    run_cases<A>({
+        C{"divisor NULL", [](A &a) { a.scale = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "divisor is NULL"}},
+        C{"empty x, divisor NULL", [](A &a) { a.k = 0, a.scale = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "divisor is NULL"}},
+        C{"x NULL", [](A &a) { a.x = nullptr; }, {SCHEDX_ERR_NULL_POINTER, "x is NULL"}},
+        C{"rows and cols NULL", [](A &a) { a.rows = a.cols = nullptr; },
+          {SCHEDX_ERR_NULL_POINTER, "rows and cols are both NULL"}},
+        C{"m negative", [](A &a) { a.m = -1; }, {SCHEDX_ERR_BAD_SIZE, "m must not be negative, got -1"}},
+        C{"x_dtype int8", [](A &a) { a.dtype = SCHEDX_INT8; }, {SCHEDX_ERR_UNSUPPORTED_DTYPE, "x_dtype 3"}},
+        C{"format", [](A &a) { a.format = schedx_fp8_format(2); }, {SCHEDX_ERR_UNSUPPORTED_FORMAT, "format 2"}},
+        C{"device", [](A &a) { a.device = schedx_device(2); }, {SCHEDX_ERR_BAD_DEVICE, "device 2"}},
+        C{"ld_cols < m", [](A &a) { a.ld_cols = 3; }, {SCHEDX_ERR_BAD_LEADING_DIM, "ld_cols (3) is smaller"}},
+        C{"rows over the divisor", [](A &a) { a.rows = reinterpret_cast<uint8_t *>(const_cast<float *>(a.scale)); },
+          {SCHEDX_ERR_OVERLAP, "output rows overlaps divisor"}},
+        C{"divisor 2 bytes past a float",
+          [](A &a) { a.scale = reinterpret_cast<const float *>(reinterpret_cast<const uint8_t *>(a.scale) + 2); },
+          {SCHEDX_ERR_MISALIGNED, "divisor is not aligned to its 4-byte elements"}},
+    });
 }
 
 TEST_CASE("cast_transpose: forced variants: unknown names, another device, another dtype") {

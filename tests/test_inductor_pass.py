@@ -128,6 +128,37 @@ def cols_amax(x, s):
     return (x * s).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).t().contiguous(), torch.amax(torch.abs(x.float()))
 
 
+def divided(x, s):  # issue 45's scale by divide: x / s, as eager divides (IEEE fp32)
+    f = (x / s).clamp(-448.0, 448.0).to(E4M3)
+    return f, f.t().contiguous().t()
+
+
+def divided_float_clamp_kwargs(x, s):
+    f = torch.clamp(x.float() / s, min=-57344.0, max=57344.0).to(E5M2)
+    return f, f.t().contiguous()
+
+
+def divided_rows_only(x, s):
+    return ((x / s).clamp_min(-448.0).clamp_max(448.0).to(E4M3),)
+
+
+def divided_cols_only(x, s):
+    return ((x / s).clamp(-57344.0, 57344.0).to(E5M2).t().contiguous(),)
+
+
+def divided_with_amax(x, s):  # the cast is schedx's, the amax Inductor's
+    f = (x / s).clamp(-448.0, 448.0).to(E4M3)
+    return f, f.t().contiguous().t(), x.abs().max()
+
+
+def every_pattern_but_nan(dtype):
+    """Every bf16 (fp16) bit pattern as 256 x 256, NaNs as 0 (eager keeps a NaN's sign in the
+    fp8 code, schedx encodes every NaN as 0x7F); fp32 x takes bf16's patterns."""
+    half = torch.float16 if dtype == torch.float16 else torch.bfloat16
+    x = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(half).reshape(256, 256)
+    return x.nan_to_num(nan=0.0, posinf=float("inf"), neginf=float("-inf")).to(dtype).to(DEVICE)
+
+
 def current_scaling(pow2):
     """torchao's tensorwise scale of x's own amax (fp64 quotient), then the cast."""
     def fn(x):
@@ -167,6 +198,28 @@ class CastTest(PassCase):
                 self.assertEqual(report.count(pattern), 1, report)
                 self.assert_same_as_eager(fn, (x, s), out)
 
+    def test_divide_spellings_bit_exact(self):
+        """x / s with a divisor where x * (1 / s) gives other fp8 codes for some x (asserted), every
+        bf16 and fp16 pattern, strided (a column slice of a wider x): schedx's result and strides
+        equal the unchanged eager program's."""
+        s = torch.tensor([7.0], device=DEVICE)
+        cases = [(divided, torch.bfloat16, 1), (divided, torch.float32, 1),
+                 (divided_float_clamp_kwargs, torch.float16, 1), (divided_rows_only, torch.bfloat16, 1),
+                 (divided_cols_only, torch.float16, 1), (divided_with_amax, torch.bfloat16, 1)]
+        for fn, dtype, rewrites in cases:
+            with self.subTest(fn=fn.__name__, dtype=dtype):
+                torch._dynamo.reset()
+                wide = torch.cat([every_pattern_but_nan(dtype), every_pattern_but_nan(dtype)[:, :40]], 1)
+                x = wide[:, 20:276]  # row stride 296
+                by_reciprocal = (x.float() * (1 / s)).clamp(-448.0, 448.0).to(E4M3)
+                self.assertFalse(torch.equal(u8(by_reciprocal), u8((x.float() / s).clamp(-448.0, 448.0).to(E4M3))))
+                out, report = self.compiled(fn, x, s)
+                self.assertEqual(report.count(Pattern.CAST_TRANSPOSE), rewrites, report)
+                self.assertTrue(all(" / s " in r.detail for r in report.rewrites), report)
+                self.assert_same_as_eager(fn, (x, s), out)
+                if fn is divided_with_amax:
+                    self.assertTrue(any("no fused amax" in skip.reason for skip in report.skips), report)
+
     def test_current_scaling(self):
         for pow2 in (False, True):
             with self.subTest(pow2=pow2):
@@ -204,8 +257,8 @@ class CastTest(PassCase):
         s = torch.tensor([2.0], device=DEVICE)
         x = cast_input(32, 48, torch.bfloat16)
 
-        def divided(x, s):
-            f = (x / s).clamp(-448.0, 448.0).to(E4M3)
+        def divisor_over_x(x, s):  # s / x: schedx divides x by the scale, not the reverse
+            f = (s / x.float()).clamp(-448.0, 448.0).to(E4M3)
             return f, f.t().contiguous()
 
         def zero_dim_scale(x, s):  # bf16 * 0-dim fp32 stays bf16: a rounding schedx does not do
@@ -232,7 +285,8 @@ class CastTest(PassCase):
             f = torch.clamp(x * s, -224.0 * s, 224.0 * s).to(E4M3)
             return f, f.t().contiguous()
 
-        cases = [(divided, "x / s"), (zero_dim_scale, "rounded to torch.bfloat16"),
+        cases = [(divisor_over_x, "not a 2-D x / a one-element float32 scale"),
+                 (zero_dim_scale, "rounded to torch.bfloat16"),
                  (per_row_scale, "one-element float32 scale"), (transposed_x, "strides"),
                  (narrower_clamp, "not to +-448"), (computed_bounds, "unknown at compile time")]
         if DEVICE == "cpu":

@@ -56,7 +56,7 @@ TEST_CASE("cover_with_tiles: every element of every shape from one to three tile
 
 namespace {
 
-// The CUDA bf16 -> e4m3fn cast variants writing both outputs, as the ABI's filter keeps them
+// The CUDA bf16 -> e4m3fn multiply cast variants writing both outputs, as the ABI's filter keeps them
 // for a call with or without amax; autoscheduled ones are left out (their answer is a bounds
 // query needing a CUDA context).
 std::vector<const schedx::Variant *> cast_candidates(bool want_amax) {
@@ -64,7 +64,8 @@ std::vector<const schedx::Variant *> cast_candidates(bool want_amax) {
     for (const schedx::Variant &v : schedx::registry()) {
         if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
             v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" &&
-            (want_amax || v.param("with_amax") != "true") && v.param("autoscheduler").empty()) {
+            (want_amax || v.param("with_amax") != "true") && v.param("autoscheduler").empty() &&
+            v.param("scale_by", "multiply") == "multiply") {
             out.push_back(&v);
         }
     }
@@ -338,5 +339,44 @@ TEST_CASE("untuned CUDA dispatch of w8_linear: bias and fp16 calls take the spli
             untuned_w8_choice(t.m, t.n, t.k, t.k, t.k, t.x_type, t.scale_type, t.bias, schedx::RunKey{9, n, 0});
         CAPTURE(chosen.name);
         CHECK(chosen.param("schedule") == t.schedule);
+    }
+}
+
+TEST_CASE("untuned CUDA dispatch of a divide call: its word tile from sm_89, else its element tile, skinny and general by the multiply rules") {
+    std::vector<const schedx::Variant *> candidates;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.op == "cast_transpose" && v.device == schedx::Device::cuda && v.param("in_type") == "bf16" &&
+            v.param("outputs", "both") == "both" && v.param("fp8", "any") != "e5m2" && v.param("scale_by") == "divide") {
+            candidates.push_back(&v);
+        }
+    }
+    REQUIRE(candidates.size() == 5);  // the word tile, the element tile, skinny along k and m, general
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced
+    struct Call {
+        int64_t m, k;
+        int sm;
+        const char *chosen;
+    };
+    const Call calls[] = {{4096, 4096, 90, "cast_transpose_bf16_e4m3_t64r8w4_cvt_divide"},
+                          {4096, 4096, 80, "cast_transpose_bf16_e4m3_t64r8_element_io_divide"},
+                          {4097, 4096, 90, "cast_transpose_bf16_e4m3_t64r8_element_io_divide"},
+                          {1, 8192, 90, "cast_transpose_bf16_skinny_k_divide"},
+                          {4096, 63, 90, "cast_transpose_bf16_skinny_m_divide"},
+                          {40, 4096, 90, "cast_transpose_bf16_cuda_general_divide"}};
+    for (int64_t n = 0; n < int64_t(sizeof calls / sizeof calls[0]); n++) {
+        const Call &t = calls[n];
+        CAPTURE(t.m);
+        CAPTURE(t.k);
+        CAPTURE(t.sm);
+        schedx::CastTransposeCall c{reinterpret_cast<const void *>(base), t.m, t.k, t.k, 2, nullptr, 0,
+                                    reinterpret_cast<uint8_t *>(base << 4), reinterpret_cast<uint8_t *>(base << 8),
+                                    t.k, t.m, nullptr, nullptr};
+        c.divide = true;
+        const schedx::RunKey key{45, n, 0};  // a key of its own per call (runnable_variants caches by key)
+        const auto ranked = schedx::runnable_variants(
+            candidates, key, t.sm, [&](const schedx::Variant &v) { return schedx::can_run(v, c); },
+            [&](const schedx::Variant &v) { return schedx::untuned_rank(v, c); });
+        REQUIRE(!ranked->empty());
+        CHECK(ranked->front()->name == t.chosen);
     }
 }

@@ -37,11 +37,11 @@ def needs_torch(cls):
     return unittest.skipIf(torch is None, "torch is not installed")(cls)
 
 
-def ref_cast(x, scale, dtype):
-    """The pattern schedx replaces: f = clamp(x * scale, -max, max).to(fp8) and
-    f.t().contiguous().t(); a NaN product encodes as 0x7F (schedx.h)."""
+def ref_cast(x, scale, dtype, divide=False):
+    """The pattern schedx replaces: f = clamp(x * scale, -max, max).to(fp8) (divide: x / scale)
+    and f.t().contiguous().t(); a NaN product or quotient encodes as 0x7F (schedx.h)."""
     fmax = torch.finfo(dtype).max
-    v = x.float() * scale
+    v = x.float() / scale if divide else x.float() * scale
     f = torch.clamp(v, -fmax, fmax).to(dtype)
     bits = torch.where(torch.isnan(v), torch.tensor(0x7F, dtype=torch.uint8, device=x.device), f.view(torch.uint8))
     return bits, f.t().contiguous().t()
@@ -99,6 +99,31 @@ class CastTransposeOpTest(unittest.TestCase):
                     for scale in (1.0, 2.0**-7, 448.0 / 3.7):
                         with self.subTest(device=device, x=xdt, fp8=dtype, scale=scale):
                             self.check(x, scale, dtype)
+
+    def test_divide_every_16bit_pattern(self):
+        """divide=True is x / s as eager divides (IEEE fp32), which for these divisors gives other
+        codes than x * (1 / s) somewhere; both outputs, and each alone through the out variant."""
+        pattern = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).reshape(256, 256)
+        for device in DEVICES:
+            for xdt in (torch.bfloat16, torch.float16, torch.float32):
+                x = pattern.to(device).view(xdt) if xdt != torch.float32 else \
+                    pattern.to(device).view(torch.bfloat16).float()
+                for dtype in FP8:
+                    differs = False
+                    for divisor in (7.0, 1.7, 0.3, 0.0):
+                        with self.subTest(device=device, x=xdt, fp8=dtype, divisor=divisor):
+                            s = torch.tensor([divisor], device=device)
+                            want = ref_cast(x, s, dtype, divide=True)[0]
+                            rows, cols = ops.cast_transpose_fp8(x, s, dtype, divide=True)
+                            self.assertTrue(torch.equal(bits(rows), want))
+                            self.assertTrue(torch.equal(bits(cols.t()), want.t().contiguous()))
+                            only_rows, only_cols = torch.empty_like(rows), torch.empty_like(cols.t())
+                            ops.cast_transpose_fp8_out(x, s, rows=only_rows, cols=None, divide=True)
+                            ops.cast_transpose_fp8_out(x, s, rows=None, cols=only_cols.t(), divide=True)
+                            self.assertTrue(torch.equal(bits(only_rows), want))
+                            self.assertTrue(torch.equal(bits(only_cols), want.t().contiguous()))
+                            differs |= not torch.equal(ref_cast(x, torch.reciprocal(s), dtype)[0], want)
+                    self.assertTrue(differs, "no divisor tells x / s from x * (1 / s) apart")
 
     def test_shapes_and_strides(self):
         g = torch.Generator().manual_seed(1)
@@ -216,6 +241,9 @@ class CastTransposeOpTest(unittest.TestCase):
             (Status.ERR_BAD_LEADING_DIM, "row-major", lambda: ops.cast_transpose_fp8_out(
                 x, s, rows=None, cols=torch.empty(8, 16, dtype=FP8[0]))),
             (Status.ERR_NULL_POINTER, "both None", lambda: ops.cast_transpose_fp8_out(x, s, rows=None, cols=None)),
+            (Status.ERR_NO_VARIANT, "divide=True writes no amax", lambda: ops.cast_transpose_fp8_out(
+                x, s, rows=torch.empty(8, 16, dtype=FP8[0]), cols=None, amax=torch.ones(1), scale_inv=torch.ones(1),
+                divide=True)),
             (Status.ERR_OVERLAP, "overlap", lambda: ops.cast_transpose_fp8_out(
                 x, s, rows=(buf := torch.empty(8, 16, dtype=FP8[0])), cols=buf.view(16, 8).t())),
         ]
@@ -490,6 +518,7 @@ class RegistrationTest(unittest.TestCase):
                               ("transposed", base[:, :64].t().contiguous().t())):
                 with self.subTest(device=device, layout=layout):
                     opcheck(ops.cast_transpose_fp8.default, (x, s, torch.float8_e4m3fn))
+                    opcheck(ops.cast_transpose_fp8.default, (x, s, torch.float8_e5m2), {"divide": True})
                     opcheck(ops.cast_transpose_fp8_amax.default, (x, s, torch.float8_e5m2))
                     opcheck(ops.abs_max.default, (x,))
                     opcheck(ops.cast_transpose_fp8_current_scaling.default, (x, torch.float8_e5m2, True))
@@ -501,6 +530,10 @@ class RegistrationTest(unittest.TestCase):
                     opcheck(ops.cast_transpose_fp8_out.default, (x, s),
                             {"rows": torch.empty(48, 64, dtype=torch.float8_e4m3fn, device=device),
                              "cols": torch.empty(64, 48, dtype=torch.float8_e4m3fn, device=device).t()},
+                            test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
+                    opcheck(ops.cast_transpose_fp8_out.default, (x, s),
+                            {"rows": torch.empty(48, 64, dtype=torch.float8_e5m2, device=device), "cols": None,
+                             "divide": True},
                             test_utils=("test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic"))
 
     def test_convention_table_is_the_code(self):

@@ -83,6 +83,18 @@ class Expand(unittest.TestCase):
         self.assertEqual(out[0].settings, {"min_sm": "89"})
         self.assertEqual((out[1].name, out[1].device, out[1].settings), ("cast_transpose_fp32_cpu", "cpu", {}))
 
+    def test_divide_variants_say_so_in_their_names(self) -> None:
+        out = expand([{"scale_by": "divide", "schedule": "cuda_tiled", "tile": 64, "rows_per_thread": 8,
+                       "load_words": 4, "encoder": "ptx", "types": "bf16_e5m2"},
+                      {"scale_by": "divide", "schedule": "cpu", "outputs": "rows", "types": "fp16"},
+                      {"scale_by": "divide", "schedule": "cuda_skinny", "long_dim": "m", "types": "fp32"},
+                      {"scale_by": "multiply", "schedule": "cpu", "types": "fp32"}],
+                     "cast_transpose", {"generator": "cast_transpose"})
+        self.assertEqual([v.name for v in out], ["cast_transpose_bf16_e5m2_t64r8w4_cvt_divide",
+                                                 "cast_transpose_fp16_rows_cpu_divide",
+                                                 "cast_transpose_fp32_skinny_m_divide", "cast_transpose_fp32_cpu"])
+        self.assertEqual(out[0].params["scale_by"], "divide")
+
     def test_settings_only_difference_shares_the_pipeline(self) -> None:
         out = expand([{"schedule": "cuda_words", "stage": "rescale", "types": "bf16_sbf16"},
                       {"schedule": "cuda_words", "stage": "rescale", "cublaslt_heuristic_rank": [0, 1],

@@ -9,7 +9,7 @@
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (what was built or changed without a GPU run: forced tests, memcheck, timed where explore
-#   can; one device call)
+#   can; one device call) [divide] (issue 45: the CUDA divide variants, tested, under memcheck, timed)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -102,6 +102,19 @@ for step in $steps; do
         build/tests/schedx_cuda_quantize_tests -tc="every CUDA quantize_fp8 variant*" \
         > "$out/pending_sanitizer_memcheck_quantize.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_sanitizer_memcheck_quantize.log" ;;
+    divide)  # issue 45's scale by divide (x / s, IEEE fp32): the CUDA divide variants forced, bit for bit on
+      # every bf16 and fp16 pattern with divisors where x * (1 / s) gives other codes, under memcheck,
+      # then timed beside the multiply cast in one explore run (dispatch checked for each).
+      SCHEDX_TEST_VARIANTS=_divide timeout 200 build/tests/schedx_cuda_tests -tc="every CUDA*" \
+        > "$out/divide_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/divide_tests.log"
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=_divide timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_tests -tc="every CUDA*" > "$out/divide_sanitizer_memcheck.log" 2>&1 || rc=1
+      tail -n 3 "$out/divide_sanitizer_memcheck.log"
+      timeout 150 build/tools/schedx-explore --op cast_transpose --device cuda --configs bf16,bf16/divide \
+        --shapes 4096x4096,8192x8192,4097x4096 --db "$out/tuning.jsonl" --csv "$out/explore_divide.csv" \
+        > "$out/explore_divide.md" 2> "$out/explore_divide.err" || rc=1
+      grep -h "dispatch chose" "$out/explore_divide.md" ;;
     hostcost)  # issue 5: host time of one C ABI call, and where it goes
       build/bench/schedx-host-cost > "$out/host_cost.md" 2>&1 || rc=1
       cat "$out/host_cost.md"

@@ -138,16 +138,17 @@ def schedule_part(op: str, v: Variant) -> str:
             return "cpu" + (f"_b{g('batch')}" if "batch" in p else "") + (f"_r{g('rows_per_warp')}" if "rows_per_warp" in p else "")
         return s
     if op == "cast_transpose":
+        divide = flags(p, [("scale_by", "divide", "divide")])
         if s == "cuda_tiled":
             tile = (g("tile_rows") + "x" if "tile_rows" in p else "") + g("tile")
             words = (f"w{g('load_words')}" if "load_words" in p else "") + (f"p{g('pad_words')}" if "pad_words" in p else "")
             return f"t{tile}r{g('rows_per_thread')}{words}" + flags(
                 p, [("cols_io", "element", "cols_element"), ("io", "element", "element_io"), ("encoder", "ptx", "cvt"),
-                    ("with_amax", "true", "amax")])
+                    ("with_amax", "true", "amax")]) + divide
         if s == "cuda_skinny":
-            return "skinny_" + g("long_dim")
+            return "skinny_" + g("long_dim") + divide
         tile = f"_t{g('tile_rows')}x{g('tile')}" if "tile" in p else ""
-        return outputs + s + tile + flags(p, [("with_amax", "true", "amax")])
+        return outputs + s + tile + flags(p, [("with_amax", "true", "amax")]) + divide
     if op.startswith("quantize_fp8"):
         if s == "cuda_tiled":
             return f"t128r{g('rows_per_thread')}" + flags(

@@ -112,6 +112,19 @@ schedx_status schedx_cast_transpose_fp8(const void *x, int64_t m, int64_t k, int
                                         int64_t ld_rows, uint8_t *cols, int64_t ld_cols, float *amax,
                                         float *scale_inv, schedx_device device, void *stream);
 
+/* The same cast scaled by division, as eager PyTorch's clamp(x / divisor, -FMAX, FMAX).to(fp8):
+ *   rows[m][k] = fp8(clamp(x[m][k] / divisor, -FMAX, FMAX))   (cols as above)
+ * where x / divisor is IEEE fp32 division, rounded once (x * (1 / divisor) can differ from it
+ * in the last bit, and so in the fp8 code). divisor is one float on the device of the call.
+ * No amax or scale_inv. Arguments, refusals (which write nothing), the empty x and the
+ * shapes each path takes are those of schedx_cast_transpose_fp8, with one word tile (on CUDA
+ * sm_89 and later for bf16 and fp16 x) and one element tile for bf16 x to e4m3fn or e5m2 and
+ * fp16 and fp32 x to e4m3fn; fp16 and fp32 x to e5m2 run the general kernel. */
+schedx_status schedx_cast_transpose_fp8_divide(const void *x, int64_t m, int64_t k, int64_t ldx, schedx_dtype x_dtype,
+                                               const float *divisor, schedx_fp8_format format, uint8_t *rows,
+                                               int64_t ld_rows, uint8_t *cols, int64_t ld_cols, schedx_device device,
+                                               void *stream);
+
 /* The same cast with current (just-in-time) tensorwise scaling, as torchao's Float8Linear
  * computes it, in one call and with no copy to the host:
  *   amax      = max |x| (NaN if any element is NaN; 0 for an empty x)

@@ -201,11 +201,12 @@ int64_t output_ld(const Tensor &t, const char *name, int64_t rows, int64_t cols,
     return rows > 1 ? t.stride(0) : cols;
 }
 
-// rows = fp8(x * scale) [M, K] row-major and cols the same values with cols.t() row-major,
-// each optional; amax = max|x| and scale_inv = 1 / scale, both or neither.
+// rows = fp8(x * scale) [M, K] row-major (divide: x / scale) and cols the same values with
+// cols.t() row-major, each optional; amax = max|x| and scale_inv = 1 / scale, both or neither
+// (neither when dividing).
 void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor> &rows,
                const std::optional<Tensor> &cols, const std::optional<Tensor> &amax,
-               const std::optional<Tensor> &scale_inv) {
+               const std::optional<Tensor> &scale_inv, bool divide) {
     check_same_device(x, {{&scale, "scale"},
                           {given(rows), "rows"},
                           {given(cols), "cols"},
@@ -223,6 +224,7 @@ void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor>
     if (amax.has_value() != scale_inv.has_value()) {
         fail(SCHEDX_ERR_NULL_POINTER, "amax and scale_inv must be both given or both None");
     }
+    if (divide && amax) fail(SCHEDX_ERR_NO_VARIANT, "divide=True writes no amax or scale_inv");
     if (amax) {
         check_scalar_f32(*amax, "amax");
         check_scalar_f32(*scale_inv, "scale_inv");
@@ -233,11 +235,16 @@ void cast_into(const Tensor &x, const Tensor &scale, const std::optional<Tensor>
     const int64_t ld_cols = cols ? output_ld(torch::stable::transpose(*cols, 0, 1), "cols (transposed)", k, m, fp8) : m;
     void *stream = nullptr;
     const schedx_device device = device_of(x, &stream);
-    check(schedx_cast_transpose_fp8(xm.t.const_data_ptr(), m, k, xm.ld, *x_code,
-                                    static_cast<const float *>(scale.const_data_ptr()), *format,
-                                    rows ? static_cast<uint8_t *>(rows->mutable_data_ptr()) : nullptr, ld_rows,
-                                    cols ? static_cast<uint8_t *>(cols->mutable_data_ptr()) : nullptr, ld_cols,
-                                    amax ? static_cast<float *>(amax->mutable_data_ptr()) : nullptr,
+    const float *s = static_cast<const float *>(scale.const_data_ptr());
+    uint8_t *rows_ptr = rows ? static_cast<uint8_t *>(rows->mutable_data_ptr()) : nullptr;
+    uint8_t *cols_ptr = cols ? static_cast<uint8_t *>(cols->mutable_data_ptr()) : nullptr;
+    if (divide) {
+        check(schedx_cast_transpose_fp8_divide(xm.t.const_data_ptr(), m, k, xm.ld, *x_code, s, *format, rows_ptr,
+                                               ld_rows, cols_ptr, ld_cols, device, stream));
+        return;
+    }
+    check(schedx_cast_transpose_fp8(xm.t.const_data_ptr(), m, k, xm.ld, *x_code, s, *format, rows_ptr, ld_rows,
+                                    cols_ptr, ld_cols, amax ? static_cast<float *>(amax->mutable_data_ptr()) : nullptr,
                                     scale_inv ? static_cast<float *>(scale_inv->mutable_data_ptr()) : nullptr, device,
                                     stream));
 }
@@ -258,23 +265,23 @@ std::tuple<Tensor, Tensor> new_cast_outputs(const Tensor &x, ScalarType dtype) {
 
 Tensor new_f32_scalar(const Tensor &like) { return new_output(like, {1}, {1}, ScalarType::Float); }
 
-std::tuple<Tensor, Tensor> cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype) {
+std::tuple<Tensor, Tensor> cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype, bool divide) {
     auto [rows, cols] = new_cast_outputs(x, dtype);
-    cast_into(x, scale, rows, cols, std::nullopt, std::nullopt);
+    cast_into(x, scale, rows, cols, std::nullopt, std::nullopt, divide);
     return {rows, cols};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> cast_transpose_fp8_amax(Tensor x, Tensor scale, ScalarType dtype) {
     auto [rows, cols] = new_cast_outputs(x, dtype);
     Tensor amax = new_f32_scalar(x), scale_inv = new_f32_scalar(x);
-    cast_into(x, scale, rows, cols, amax, scale_inv);
+    cast_into(x, scale, rows, cols, amax, scale_inv, false);
     return {rows, cols, amax, scale_inv};
 }
 
 void cast_transpose_fp8_out(Tensor x, Tensor scale, std::optional<Tensor> rows, std::optional<Tensor> cols,
-                            std::optional<Tensor> amax, std::optional<Tensor> scale_inv) {
+                            std::optional<Tensor> amax, std::optional<Tensor> scale_inv, bool divide) {
     if (!rows && !cols) fail(SCHEDX_ERR_NULL_POINTER, "rows and cols are both None: nothing to write");
-    cast_into(x, scale, rows, cols, amax, scale_inv);
+    cast_into(x, scale, rows, cols, amax, scale_inv, divide);
 }
 
 // torchao's tensorwise current scaling in one call: amax of x, scale from it, the cast.

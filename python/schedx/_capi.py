@@ -84,6 +84,7 @@ class VariantInfo(ctypes.Structure):
 _i64, _int, _ptr = ctypes.c_int64, ctypes.c_int, ctypes.c_void_p
 
 CAST_TRANSPOSE_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr, _i64, _ptr, _i64, _ptr, _ptr, _int, _ptr]
+CAST_TRANSPOSE_DIVIDE_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr, _i64, _ptr, _i64, _int, _ptr]
 CAST_TRANSPOSE_CURRENT_SCALING_ARGS = [_ptr, _i64, _i64, _i64, _int, _int, _int, _ptr, _i64, _ptr, _i64, _ptr, _ptr,
                                       _ptr, _int, _ptr]
 ABS_MAX_ARGS = [_ptr, _i64, _i64, _i64, _int, _ptr, _int, _ptr]
@@ -120,6 +121,8 @@ def _declare(lib):
         fn.argtypes = [ctypes.c_char_p]
     lib.schedx_cast_transpose_fp8.restype = _int
     lib.schedx_cast_transpose_fp8.argtypes = CAST_TRANSPOSE_ARGS
+    lib.schedx_cast_transpose_fp8_divide.restype = _int
+    lib.schedx_cast_transpose_fp8_divide.argtypes = CAST_TRANSPOSE_DIVIDE_ARGS
     lib.schedx_cast_transpose_fp8_current_scaling.restype = _int
     lib.schedx_cast_transpose_fp8_current_scaling.argtypes = CAST_TRANSPOSE_CURRENT_SCALING_ARGS
     lib.schedx_abs_max.restype = _int

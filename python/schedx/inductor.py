@@ -7,7 +7,8 @@
 The pass rewrites, in each graph Inductor compiles (forward and backward alike):
   - the fp8 cast with its transposed copy, `f = clamp(x * s, -fmax, fmax).to(fp8)` and
     `f.t().contiguous()` (with or without the final `.t()`), into schedx's cast_transpose_fp8,
-    and either one alone into cast_transpose_fp8_out with the other output null;
+    and either one alone into cast_transpose_fp8_out with the other output null; `x / s` the
+    same with divide=True (IEEE fp32 division, as eager), its amax, if any, left to Inductor;
     with `max|x|` of the same x in the graph (delayed scaling), into cast_transpose_fp8_amax;
     with torchao's tensorwise scale of that amax (current scaling), into
     cast_transpose_fp8_current_scaling;
@@ -167,6 +168,7 @@ class _Cast:
     dtype: torch.dtype
     cols: list[Node]    # f.t().contiguous() nodes, [K, M] contiguous
     rows: bool          # f itself is read (not only through its transposed copies)
+    divide: bool        # x / s (scale is the divisor), else x * s
 
 
 _UNKNOWN = object()
@@ -190,7 +192,7 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
     fmax = FP8_MAX[dtype]
     lo, hi, v = -float("inf"), float("inf"), conv.args[0]
     if _is(v, prims.convert_element_type.default):
-        return (f"x * s is rounded to {v.args[1]} before the cast (a 0-dim scale keeps x's dtype); "
+        return (f"the scaled x is rounded to {v.args[1]} before the cast (a 0-dim scale keeps x's dtype); "
                 "schedx computes it in fp32")
     while _is(v, *_CLAMP_SCALARS, *_CLAMP_TENSORS):
         if not _single_user(v):
@@ -208,23 +210,24 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
         v = v.args[0]
     if (lo, hi) != (-fmax, fmax):
         return f"the clamp is to ({lo}, {hi}), not to +-{fmax}: schedx saturates to the format's range"
-    if _is(v, aten.div.Tensor):
-        return "x / s: schedx multiplies by the scale, and x * (1/s) can differ from x / s in the last bit"
-    if not _is(v, aten.mul.Tensor) or not _single_user(v):
-        return "the clamped value is not a product x * s used only by the cast"
+    if not _is(v, aten.mul.Tensor, aten.div.Tensor) or not _single_user(v):
+        return "the clamped value is not x * s or x / s used only by the cast"
+    divide = v.target is aten.div.Tensor
+    op = "/" if divide else "*"
     a, b = v.args
     va, vb = _val(a), _val(b)
     if not (isinstance(va, torch.Tensor) and isinstance(vb, torch.Tensor)):
         return "the scale is a Python number, not a tensor"
-    x, scale = (a, b) if va.dim() == 2 and _known(vb.numel() == 1) else (b, a)
+    # x / s divides by the second operand only; a product takes the scale on either side.
+    x, scale = (a, b) if divide or (va.dim() == 2 and _known(vb.numel() == 1)) else (b, a)
     vx, vs = _val(x), _val(scale)
     if vx.dim() != 2 or not _known(vs.numel() == 1) or vs.dtype != torch.float32:
-        return "not a 2-D x times a one-element float32 scale"
+        return f"not a 2-D x {op} a one-element float32 scale"
     if _val(v).dtype != torch.float32:
-        return f"x * s is computed in {_val(v).dtype} (a 0-dim scale keeps x's dtype); schedx computes it in fp32"
+        return f"x {op} s is computed in {_val(v).dtype} (a 0-dim scale keeps x's dtype); schedx computes it in fp32"
     if _is(x, prims.convert_element_type.default) and x.args[1] == torch.float32 and \
             _val(x.args[0]).dtype in CAST_X_DTYPES:
-        x = x.args[0]  # x.float() * s: schedx reads x in its own dtype, exactly widened
+        x = x.args[0]  # x.float() * s (or / s): schedx reads x in its own dtype, exactly widened
         vx = _val(x)
     if vx.dtype not in CAST_X_DTYPES:
         return f"x is {vx.dtype}: schedx casts bf16, fp16 or fp32"
@@ -237,7 +240,7 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
                   and all(_is(u, aten.clone.default) and u.kwargs.get("memory_format", torch.contiguous_format)
                           == torch.contiguous_format for u in p.users)]
     cols = [u for p in transposes for u in p.users]
-    return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users))
+    return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users), divide=divide)
 
 
 def _absmax_of(x: Node) -> Optional[Node]:
@@ -282,6 +285,10 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
     vx = _val(m.x)
     amax = _absmax_of(m.x)
     pow2 = None
+    if amax is not None and m.divide:
+        report.skips.append(Skip(Pattern.CAST_TRANSPOSE_AMAX, m.convert.name,
+                                 "x / s: schedx's divide cast has no fused amax, so the amax stays Inductor's"))
+        amax = None
     if amax is not None and amax in _ancestors(m.scale) and not (m.rows and m.cols):
         report.skips.append(Skip(Pattern.CURRENT_SCALING, m.convert.name,
                                  "current scaling writes both orientations and only one is used: cast alone"))
@@ -300,11 +307,12 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
                                  "the amax is used before the scale is computed: cast alone"))
         amax, replaced = None, [m.convert, *m.cols]
         first = min(replaced, key=order.__getitem__)
+    detail = f"{_describe(vx)}{' / s' if m.divide else ''} to {str(m.dtype).removeprefix('torch.')}"
     if not (m.rows and m.cols):
         _rewrite_one_orientation(graph, m, amax, first)
         report.rewrites.append(Rewrite(Pattern.CAST_TRANSPOSE_AMAX if amax is not None else Pattern.CAST_TRANSPOSE,
-                                       m.convert.name, f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}, "
-                                       + ("rows" if m.rows else "the transposed copy") + " only"))
+                                       m.convert.name,
+                                       f"{detail}, " + ("rows" if m.rows else "the transposed copy") + " only"))
         return
     with graph.inserting_before(first):
         if pow2 is not None:
@@ -319,7 +327,8 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
             amax_out = _emit(graph, operator.getitem, out, 2)
         else:
             pattern = Pattern.CAST_TRANSPOSE
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.below_autograd, m.x, m.scale, m.dtype)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.below_autograd, m.x, m.scale, m.dtype,
+                        **_divide_kwargs(m))
         rows = _emit(graph, operator.getitem, out, 0)
         cols = _emit(graph, operator.getitem, out, 1)
         cols_t = _emit(graph, aten.permute.default, cols, [1, 0])
@@ -331,8 +340,12 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
     m.convert.replace_all_uses_with(rows)
     for clone in m.cols:
         clone.replace_all_uses_with(cols_t)
-    report.rewrites.append(Rewrite(pattern, m.convert.name,
-                                   f"{_describe(vx)} to {str(m.dtype).removeprefix('torch.')}"))
+    report.rewrites.append(Rewrite(pattern, m.convert.name, detail))
+
+
+def _divide_kwargs(m: _Cast) -> dict[str, bool]:
+    """The cast ops' divide argument, given only where set (a multiply's call reads as before)."""
+    return {"divide": True} if m.divide else {}
 
 
 def _rewrite_one_orientation(graph: Graph, m: _Cast, amax: Optional[Node], first: Node) -> None:
@@ -351,7 +364,8 @@ def _rewrite_one_orientation(graph: Graph, m: _Cast, amax: Optional[Node], first
             amax_out = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
             scale_inv = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
         graph.call_function(torch.ops.schedx.cast_transpose_fp8_out.default, (m.x, m.scale),
-                            {"rows": rows, "cols": cols, "amax": amax_out, "scale_inv": scale_inv})
+                            {"rows": rows, "cols": cols, "amax": amax_out, "scale_inv": scale_inv,
+                             **_divide_kwargs(m)})
         if amax is not None:
             new_amax = _emit(graph, aten.reshape.default, amax_out, [])
             if _val(amax).dtype != torch.float32:

@@ -11,9 +11,9 @@ implementation with the real outputs' shapes, dtypes and strides, so torch.compi
 traces it with fullgraph=True and CUDA graphs capture it. A failure raises RuntimeError,
 as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
 
-  cast_transpose_fp8(x, scale, dtype) -> (rows, cols)
+  cast_transpose_fp8(x, scale, dtype, *, divide=False) -> (rows, cols)
   cast_transpose_fp8_amax(x, scale, dtype) -> (rows, cols, amax, scale_inv)
-  cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None)
+  cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None, divide=False)
   cast_transpose_fp8_current_scaling(x, dtype, pow2_scales=False)
       -> (rows, cols, amax, scale, scale_inv)   (torchao's tensorwise scale of x's own amax)
   abs_max(x) -> amax
@@ -25,6 +25,8 @@ as torch's own ops do; from a Python kernel it is a SchedxError, which is one.
 
 rows is [M, K] row-major; cols is [M, K] with the strides of f.t().contiguous().t() (a
 [K, M] row-major buffer, transposed); amax, scale and scale_inv are one-element float32.
+divide=True casts x / scale (IEEE fp32 division, as eager `x / s`) instead of x * scale,
+and takes no amax or scale_inv (schedx_cast_transpose_fp8_divide).
 docs/pytorch.md's convention table says the same for every op.
 
 Every tensor of a call must be on x's device (the fake implementations check it too, so
@@ -53,11 +55,12 @@ _FP8_CODES = {torch.float8_e4m3fn: _capi.FP8_FORMATS[_capi.Fp8Format.E4M3FN],
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 _lib = torch.library.Library("schedx", "DEF")
-_lib.define("cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor rows, Tensor cols)")
+_lib.define("cast_transpose_fp8(Tensor x, Tensor scale, ScalarType dtype, *, bool divide=False) -> "
+            "(Tensor rows, Tensor cols)")
 _lib.define("cast_transpose_fp8_amax(Tensor x, Tensor scale, ScalarType dtype) -> "
             "(Tensor rows, Tensor cols, Tensor amax, Tensor scale_inv)")
 _lib.define("cast_transpose_fp8_out(Tensor x, Tensor scale, *, Tensor(a!)? rows, Tensor(b!)? cols, "
-            "Tensor(c!)? amax=None, Tensor(d!)? scale_inv=None) -> ()")
+            "Tensor(c!)? amax=None, Tensor(d!)? scale_inv=None, bool divide=False) -> ()")
 _lib.define("cast_transpose_fp8_current_scaling(Tensor x, ScalarType dtype, bool pow2_scales=False) -> "
             "(Tensor rows, Tensor cols, Tensor amax, Tensor scale, Tensor scale_inv)")
 _lib.define("abs_max(Tensor x) -> Tensor")
@@ -138,7 +141,7 @@ def _scalar_f32(t, name):
         _fail(Status.ERR_BAD_SIZE, f"{name} must be a one-element float32 tensor, got shape {tuple(t.shape)}")
 
 
-def _cast_into(x, scale, rows, cols, amax, scale_inv):
+def _cast_into(x, scale, rows, cols, amax, scale_inv, divide=False):
     _same_device(x, (scale, "scale"), (rows, "rows"), (cols, "cols"), (amax, "amax"), (scale_inv, "scale_inv"))
     fp8 = rows.dtype if rows is not None else (cols.dtype if cols is not None else None)
     fmt = _FP8_CODES.get(fp8)
@@ -150,6 +153,8 @@ def _cast_into(x, scale, rows, cols, amax, scale_inv):
     _scalar_f32(scale, "scale")
     if (amax is None) != (scale_inv is None):
         _fail(Status.ERR_NULL_POINTER, "amax and scale_inv must be both given or both None")
+    if divide and amax is not None:
+        _fail(Status.ERR_NO_VARIANT, "divide=True writes no amax or scale_inv")
     for t, name in ((amax, "amax"), (scale_inv, "scale_inv")):
         if t is not None:
             _scalar_f32(t, name)
@@ -162,10 +167,15 @@ def _cast_into(x, scale, rows, cols, amax, scale_inv):
             torch.reciprocal(scale.reshape(scale_inv.shape), out=scale_inv)
         return
     device, stream = _device_args(x)
+    rows_ptr, cols_ptr = (None if t is None else t.data_ptr() for t in (rows, cols))
+    if divide:
+        _capi.check(_capi.lib().schedx_cast_transpose_fp8_divide(
+            x.data_ptr(), m, k, ldx, x_code, scale.data_ptr(), fmt, rows_ptr, ld_rows, cols_ptr, ld_cols, device,
+            stream))
+        return
     _capi.check(_capi.lib().schedx_cast_transpose_fp8(
         x.data_ptr(), m, k, ldx, x_code, scale.data_ptr(), fmt,
-        None if rows is None else rows.data_ptr(), ld_rows, None if cols is None else cols.data_ptr(), ld_cols,
-        None if amax is None else amax.data_ptr(), None if scale_inv is None else scale_inv.data_ptr(),
+        rows_ptr, ld_rows, cols_ptr, ld_cols, None if amax is None else amax.data_ptr(), None if scale_inv is None else scale_inv.data_ptr(),
         device, stream))
 
 
@@ -194,10 +204,10 @@ def _check_cast_args(x, dtype):
         _fail(Status.ERR_UNSUPPORTED_FORMAT, f"dtype must be float8_e4m3fn or float8_e5m2, got {dtype}")
 
 
-def cast_transpose_fp8(x, scale, dtype):
+def cast_transpose_fp8(x, scale, dtype, *, divide=False):
     _check_cast_args(x, dtype)
     out = _cast_outputs(x, dtype, False)
-    _cast_into(x, scale, out[0], out[1], None, None)
+    _cast_into(x, scale, out[0], out[1], None, None, divide)
     return out
 
 
@@ -208,10 +218,10 @@ def cast_transpose_fp8_amax(x, scale, dtype):
     return out
 
 
-def cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None):
+def cast_transpose_fp8_out(x, scale, *, rows, cols, amax=None, scale_inv=None, divide=False):
     if rows is None and cols is None:
         _fail(Status.ERR_NULL_POINTER, "rows and cols are both None: nothing to write")
-    _cast_into(x, scale, rows, cols, amax, scale_inv)
+    _cast_into(x, scale, rows, cols, amax, scale_inv, divide)
 
 
 def cast_transpose_fp8_current_scaling(x, dtype, pow2_scales=False):
@@ -448,7 +458,7 @@ if kernels == "python":
 
 @torch.library.register_fake("schedx::cast_transpose_fp8.below_autograd")
 @torch.library.register_fake("schedx::cast_transpose_fp8")
-def _(x, scale, dtype):
+def _(x, scale, dtype, *, divide=False):
     _same_device(x, (scale, "scale"))
     _check_cast_args(x, dtype)
     return _cast_outputs(x, dtype, False)
@@ -463,8 +473,10 @@ def _(x, scale, dtype):
 
 
 @torch.library.register_fake("schedx::cast_transpose_fp8_out")
-def _(x, scale, *, rows, cols, amax=None, scale_inv=None):
+def _(x, scale, *, rows, cols, amax=None, scale_inv=None, divide=False):
     _same_device(x, (scale, "scale"), (rows, "rows"), (cols, "cols"), (amax, "amax"), (scale_inv, "scale_inv"))
+    if divide and amax is not None:
+        _fail(Status.ERR_NO_VARIANT, "divide=True writes no amax or scale_inv")
     return None
 
 

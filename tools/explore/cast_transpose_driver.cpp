@@ -1,5 +1,6 @@
 // cast_transpose in schedx-explore: bf16 -> e4m3fn with both outputs, without and with
-// amax, checked bit for bit against the tests' independent fp8 encoder.
+// amax, and scaled by divide (x / 2, schedx_cast_transpose_fp8_divide), checked bit for bit
+// against the tests' independent fp8 encoder.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,8 +25,8 @@ uint16_t input_bits(int set, size_t i) {
 
 class CastTranspose : public Instance {
 public:
-    CastTranspose(Backend &b, bool amax, int64_t m, int64_t k)
-        : b_(b), amax_(amax), m_(m), k_(k), n_(size_t(m) * size_t(k)), sets_(rotation_sets(b, bytes_moved())),
+    CastTranspose(Backend &b, bool amax, bool divide, int64_t m, int64_t k)
+        : b_(b), amax_(amax), divide_(divide), m_(m), k_(k), n_(size_t(m) * size_t(k)), sets_(rotation_sets(b, bytes_moved())),
           x_(b, 2 * n_, sets_), rows_(b, n_, sets_), cols_(b, n_, sets_), scalars_(b, 8, sets_), scale_(b, 4, 1) {
         std::vector<uint16_t> host(n_);
         for (int s = sets_ - 1; s >= 0; s--) {
@@ -44,6 +45,11 @@ public:
     uint64_t bytes_moved() const override { return 4 * uint64_t(n_); }  // 2 read, 1 + 1 written
 
     schedx_status run(int set) override {
+        if (divide_) {
+            return schedx_cast_transpose_fp8_divide(x_.at(set), m_, k_, k_, SCHEDX_BF16,
+                                                    reinterpret_cast<const float *>(scale_.at(0)), SCHEDX_E4M3FN,
+                                                    rows_.at(set), k_, cols_.at(set), m_, b_.device(), nullptr);
+        }
         float *amax = amax_ ? reinterpret_cast<float *>(scalars_.at(set)) : nullptr;
         return schedx_cast_transpose_fp8(x_.at(set), m_, k_, k_, SCHEDX_BF16, reinterpret_cast<const float *>(scale_.at(0)),
                                          SCHEDX_E4M3FN, rows_.at(set), k_, cols_.at(set), m_, amax,
@@ -61,7 +67,8 @@ public:
         // The reference per input bit pattern: 65,536 encodes instead of one per element.
         std::vector<uint8_t> want(65536);
         for (uint32_t bits = 0; bits < 65536; bits++) {
-            want[bits] = ref::encode(ref::bf16_to_float(uint16_t(bits)) * kScale, ref::e4m3fn());
+            const float x = ref::bf16_to_float(uint16_t(bits));
+            want[bits] = ref::encode(divide_ ? x / kScale : x * kScale, ref::e4m3fn());
         }
         float max_abs = 0;
         for (int64_t i = 0; i < m_; i++) {
@@ -88,7 +95,7 @@ public:
 
 private:
     Backend &b_;
-    bool amax_;
+    bool amax_, divide_;
     int64_t m_, k_;
     size_t n_;
     int sets_;
@@ -102,14 +109,15 @@ const OpDriver &cast_transpose_driver() {
     static const OpDriver d{
         "cast_transpose",
         "MxK",
-        {"bf16", "bf16+amax"},
+        {"bf16", "bf16+amax", "bf16/divide"},
         {{128, 128}, {256, 256}, {1000, 1000}, {1024, 1024}, {2048, 2048}},
         // ../shared/ANCHORS.md's four shapes, and others around them (4000^2 is not whole tiles).
         {{2048, 2048}, {4096, 4096}, {4000, 4000}, {8192, 4096}, {8192, 8192}, {4096, 14336}, {14336, 4096}, {16384, 4096}},
         {{3072, 4096}, {2999, 4001}, {4096, 4096}, {4097, 4096}, {8192, 8192}, {8000, 8000}, {1, 8192}, {7, 16384},
          {16384, 7}, {32, 16384}, {48, 8192}, {16384, 32}, {12288, 6144}, {12000, 6000}},
         [](Backend &b, const std::string &config, const std::vector<int64_t> &shape) -> std::unique_ptr<Instance> {
-            return std::make_unique<CastTranspose>(b, config == "bf16+amax", shape[0], shape[1]);
+            return std::make_unique<CastTranspose>(b, config == "bf16+amax", config == "bf16/divide", shape[0],
+                                                   shape[1]);
         }};
     return d;
 }

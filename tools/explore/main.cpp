@@ -302,8 +302,8 @@ int main(int argc, char **argv) {
                  "the default shapes")
         ->excludes("--shapes");
     app.add_option("--configs", o.configs,
-                   "input configurations (default: every one the operator has: cast_transpose bf16, bf16+amax; "
-                   "w8_linear bf16, bf16+bias, fp16, bf16+sfp32)")
+                   "input configurations (default: every one the operator has: cast_transpose bf16, bf16+amax, "
+                   "bf16/divide; w8_linear bf16, bf16+bias, fp16, bf16+sfp32)")
         ->delimiter(',');
     app.add_option("--variants", o.variants,
                    "time only variants whose names contain one of these parts, e.g. gemv,b8_ (default: all)")

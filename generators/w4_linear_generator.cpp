@@ -26,10 +26,10 @@ class W4Linear : public Generator<W4Linear> {
 public:
     GeneratorParam<ElemType> x_type{"x_type", ElemType::bf16, schedx::elem_type_names()};      // bf16 | fp16
     GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp16
-    GeneratorParam<std::string> sched{"schedule", "cpu"};  // cpu | cuda_general | cuda_gemv
-    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // cuda_gemv: rows of W per warp; cpu: per register tile
-    GeneratorParam<int> warps{"warps", 4};                  // cuda_gemv: warps per block
-    GeneratorParam<int> batch{"batch", 1};                  // cpu: rows of x per register tile
+    GeneratorParam<std::string> sched{"schedule", "cpu"};  // cpu | cuda_general | cuda_gemv | cuda_smallbatch
+    GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // cuda lanes: rows of W per warp; cpu: per register tile
+    GeneratorParam<int> warps{"warps", 4};                  // cuda lanes: warps per block
+    GeneratorParam<int> batch{"batch", 1};                  // cpu, cuda_smallbatch: rows of x per register tile
     // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
     // tests build the lane layout for the CPU (tests/test_w4_linear_cpu.cpp). No variant sets it.
     GeneratorParam<bool> default_schedule{"default_schedule", false};
@@ -39,8 +39,10 @@ public:
             throw std::invalid_argument("x_type and scale_type are bf16 or fp16");
         }
         const std::string s = sched;
-        if (s != "cpu" && s != "cuda_general" && s != "cuda_gemv") throw std::invalid_argument("unknown schedule " + s);
-        lanes = s == "cuda_gemv";
+        if (s != "cpu" && s != "cuda_general" && s != "cuda_gemv" && s != "cuda_smallbatch") {
+            throw std::invalid_argument("unknown schedule " + s);
+        }
+        lanes = s == "cuda_gemv" || s == "cuda_smallbatch";
         // The lane layout reads x as words of two elements and W's vectors as 16-byte loads.
         x = add_input<Buffer<>>("x", lanes ? UInt(32) : UInt(16), 2);
         w = add_input<Buffer<>>("w", UInt(32), 2);
@@ -97,7 +99,8 @@ public:
         const std::string s = sched;
         if (s == "cpu") schedule_cpu();
         else if (s == "cuda_general") schedule_cuda_general();
-        else schedule_cuda_gemv();
+        else if (s == "cuda_gemv") schedule_cuda_gemv();
+        else schedule_cuda_smallbatch();
     }
 
 private:
@@ -109,8 +112,8 @@ private:
     Output<Buffer<>> *y = nullptr;
     Func sf{"sf"}, zf{"zf"}, xf{"xf"}, uf{"uf"}, xsum{"xsum"}, dot{"dot"}, acc{"acc"};
     RDom rj, rg, re, rc;
-    // cuda_gemv: a lane's words of W and x per vector, its vector's scaled x and weights, sums.
-    Func w_rows{"w_rows"}, x_rows{"x_rows"}, xq{"xq"}, xr{"xr"}, wq{"wq"}, vdot{"vdot"}, vxsum{"vxsum"};
+    // The lane layout: a lane's words of W and x per vector, its vector's x and weights, sums.
+    Func w_rows{"w_rows"}, x_rows{"x_rows"}, xr{"xr"}, wq{"wq"}, vdot{"vdot"}, vxsum{"vxsum"};
     Func lane_sum{"lane_sum"};
     std::vector<Func> lane_tree;
 
@@ -120,10 +123,10 @@ private:
     // vectors 32c + l, so each warp-wide load of W reads 512 contiguous bytes. Nibble i of a
     // word becomes a float by one AND-OR into 2^23's mantissa (bits 4p..4p+3 of the word give
     // 2^23 + u * 16^p, p = i for i < 5; nibbles 5..7 from the word shifted right by 12, p = i - 3:
-    // position 5 would reach the exponent) and one subtraction of 2^23; x is scaled by 16^-p
-    // instead (exact: a power of two, once per lane and vector, shared by its rows), so each
-    // weight costs LOP3, FADD and FFMA (25 instructions per 8 weights with the shift). The lanes
-    // meet in five shuffle halvings.
+    // position 5 would reach the exponent) and one FFMA, (2^23 + u 16^p) 16^-p - 2^23 16^-p = u
+    // (exact: every step is); x needs no scaling, so that a small batch's rows share it. Each
+    // weight costs LOP3, FFMA and one FFMA per row of x (17 instructions per 8 weights and row
+    // with the shift). The lanes meet in five shuffle halvings.
     void define_lane_sum(Expr kk) {
         using schedx::w4::kVectorElems;
         Expr vectors = kk / kVectorElems;
@@ -134,17 +137,20 @@ private:
         Expr p = select(e % 8 < 5, e % 8, e % 8 - 3);  // the nibble's position in the (shifted) word
         Expr half = (x_rows(e / 2, l, c, m) >> cast<uint32_t>((e % 2) * 16)) & schedx::u32(0xFFFF);
         xr(e, l, c, m) = decode(x_type, half);
-        xq(e, l, c, m) = xr(e, l, c, m) * reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
         Expr word = w_rows(e / 8, l, c, n);
         Expr src = select(e % 8 < 5, word, word >> 12);
         // 2^23's bits as a value ptxas cannot fold (W's row pitch is at least K / 8 > 0): with two
         // constants, AND and OR became two LOP3s, with one of them in a register one.
         Expr magic = select(w->dim(1).stride() > 0, schedx::u32(0x4B000000), schedx::u32(0));
         Expr bits = (src & (schedx::u32(0xF) << cast<uint32_t>(4 * p))) | magic;
-        wq(e, l, c, n) = reinterpret<float>(bits) - 8388608.0f;
+        // 16^-p and -2^23 16^-p from their bits: as a product, Halide's simplifier factored the
+        // FFMA back into FADD and FMUL.
+        Expr inv = reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
+        Expr minus_magic = reinterpret<float>(cast<uint32_t>(127 + 23 - 4 * p) << 23 | schedx::u32(0x80000000));
+        wq(e, l, c, n) = reinterpret<float>(bits) * inv + minus_magic;
         re = RDom(0, kVectorElems, "re");
         vdot(l, c, n, m) = 0.0f;
-        vdot(l, c, n, m) += xq(re, l, c, m) * wq(re, l, c, n);
+        vdot(l, c, n, m) += xr(re, l, c, m) * wq(re, l, c, n);
         vxsum(l, c, m) = 0.0f;
         vxsum(l, c, m) += xr(re, l, c, m);
         rc = RDom(0, chunks, "rc");
@@ -215,39 +221,64 @@ private:
         intm.update().gpu_lanes(u);
     }
 
-    // M = 1 (and any M, one pass over W per row of x): a warp owns R rows of W, each lane its
-    // vectors' 4 W words per row (one 16-byte load) and 16 x words (four), per-row sums in
-    // registers, the scale and zero point applied once per vector; define_lane_sum has the
-    // unpack. Not yet timed on a GPU (docs/w4_linear.md).
-    void schedule_cuda_gemv() {
+    // The lane kernels' warps: each owns R rows of W by B rows of x (blocks of `warps` warps
+    // along N, of B rows along M), its lanes' per-row sums in registers, met in five shuffle
+    // halvings; W's words per lane, vector and row as one 16-byte load.
+    void schedule_lane_warps(int B) {
         const int R = rows_per_warp, WB = warps;
         y->split(n, no, ni, R * WB, TailStrategy::GuardWithIf)
             .split(ni, nw, ni, R, TailStrategy::GuardWithIf)
             .split(nw, nw, nl, 1)
-            .reorder(ni, nl, nw, no, m)
+            .split(m, mo, mi, B, TailStrategy::GuardWithIf)
+            .reorder(ni, mi, nl, nw, no, mo)
             .unroll(ni)
-            .gpu_blocks(no, m)
+            .unroll(mi)
+            .gpu_blocks(no, mo)
             .gpu_threads(nl, nw);
         auto per_lane = [&](Func f) {
-            f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, 1).unroll(n).unroll(m);
+            f.compute_at(*y, nw).bound_extent(l, 32).bound_extent(n, R).bound_extent(m, B).unroll(n).unroll(m);
             f.gpu_lanes(l);
         };
         per_lane(lane_sum);
         lane_sum.update().reorder(m, n, rc, l).unroll(m).unroll(n).gpu_lanes(l);
         for (Func &sum : lane_tree) per_lane(sum);
-        vdot.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).bound_extent(m, 1)
+        vdot.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).bound_extent(m, B)
             .unroll(n).unroll(m);
-        vdot.update().reorder(n, m, re).unroll(n).unroll(m).unroll(re);
-        vxsum.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(m);
-        vxsum.update().unroll(re);
-        xq.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems)
-            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(e).unroll(m);
-        Var kw("kw");
+        vxsum.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, B).unroll(m);
         w_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 8)
             .bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).vectorize(e).unroll(n);
+    }
+
+    // M = 1 (and any M, one pass over W per row of x): a warp owns R rows of W, each lane its
+    // vectors' 4 W words per row and 16 x words (four 16-byte loads), x decoded once per vector
+    // into registers, the scale and zero point applied once per vector; define_lane_sum has the
+    // unpack. H200, dirty L2: 61-72% of a read-only kernel (gemv_r4 22.0 us at N = K = 8192).
+    void schedule_cuda_gemv() {
+        schedule_lane_warps(1);
+        vdot.update().reorder(n, m, re).unroll(n).unroll(m).unroll(re);
+        vxsum.update().unroll(re);
+        xr.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(e).unroll(m);
+        Var kw("kw");
         x_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 2)
             .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).split(e, e, kw, 4).vectorize(kw).unroll(e)
             .unroll(m);
+    }
+
+    // M = 2..16: the GEMV's warps with B rows of x (W read once per B rows instead of once per
+    // row), the vector taken a W word (8 elements) at a time: the B rows' 4 x words (one 16-byte
+    // load each) are loaded there, and each unpacked weight feeds B accumulators
+    // (LLVM keeps one unpack per weight, its uses unrolled in one block). The x sums run in the
+    // same chunk loop (compute_with), so that x's words are loaded once. Not yet timed.
+    void schedule_cuda_smallbatch() {
+        const int B = batch;
+        schedule_lane_warps(B);
+        RVar ro("ro"), ri("ri");
+        vdot.update().split(re, ro, ri, 8).reorder(m, n, ri, ro).unroll(m).unroll(n).unroll(ri).unroll(ro);
+        vxsum.update().split(re, ro, ri, 8).reorder(m, ri, ro).unroll(m).unroll(ri).unroll(ro);
+        vxsum.update().compute_with(vdot.update(), ro);
+        x_rows.compute_at(vdot, ro).store_in(MemoryType::Register).bound_extent(e, 4).bound_extent(l, 1)
+            .bound_extent(c, 1).bound_extent(m, B).vectorize(e).unroll(m);
     }
 };
 

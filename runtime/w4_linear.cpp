@@ -1,9 +1,12 @@
-// schedx_w4_linear: validation, variant eligibility and the call (one Halide pipeline).
+// schedx_w4_linear: validation, variant eligibility and the call (one Halide pipeline, or for
+// large M dequantize + cuBLAS's GEMM (+ a bias epilogue)).
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "cublas_gemm.h"
 #include "cuda_interop.h"
 #include "dispatch.h"
 #include "pipeline_call.h"
@@ -24,29 +27,85 @@ const char *half_name(schedx_dtype t) {
     }
 }
 
-enum class Family { cpu, gemv, general };
+enum class Family { cpu, gemv, smallbatch, general, dequantize };
 
 Family family_of(const Variant &v) {
+    if (v.param("stage") == "dequantize") return Family::dequantize;
     const std::string_view s = v.param("schedule");
-    return s == "cpu" ? Family::cpu : s == "cuda_gemv" ? Family::gemv : Family::general;
+    return s == "cpu"               ? Family::cpu
+           : s == "cuda_gemv"       ? Family::gemv
+           : s == "cuda_smallbatch" ? Family::smallbatch
+                                    : Family::general;
 }
 
-// Hard requirements only, so that exploration measures every candidate: the GEMV's 16-byte
-// vectors (w4_linear_layout.h) and some K, the CPU tile's rows of x.
+// Hard requirements only, so that exploration measures every candidate: the lane kernels'
+// 16-byte vectors (w4_linear_layout.h) and some K, the CPU tile's rows of x; the dequantize
+// path's workspace of N x K elements within Halide's 32-bit indexing (it takes any row pitch).
 bool can_run(const Variant &v, const W4LinearCall &c) {
     switch (family_of(v)) {
     case Family::gemv:
+    case Family::smallbatch:
         return c.k > 0 && aligned16(c.x) && aligned16(c.w) && c.ldx % 8 == 0 && c.ldw % 4 == 0 &&
                c.k % w4::kVectorElems == 0;
     case Family::cpu: return c.m >= v.param_int("batch", 1);
+    case Family::dequantize: return c.k > 0 && c.n * c.k <= INT32_MAX;
     case Family::general: return true;
     }
     return true;
 }
 
-// Untuned: the GEMV up to M = 16 (one pass over W per row of x; nothing faster is built for
-// small batches yet), the general variant past it. Not yet timed on a GPU.
-int untuned_rank(const Variant &v, const W4LinearCall &c) { return family_of(v) == Family::gemv && c.m > 16 ? 1 : 0; }
+// Untuned, 0 first: M = 1 the GEMV; M = 2..16 the small-batch kernel of the smallest batch B
+// >= M up to 8 (one pass over W per B rows of x), then passes of 8; past M = 16 the dequantize
+// + cuBLAS path, where the general variant ran (2.64 s against bf16 cuBLAS's 816 us at
+// N = K = 8192, M = 4096 on the H200); the general variant last. Not yet timed on a GPU.
+int untuned_rank(const Variant &v, const W4LinearCall &c) {
+    const int64_t batch = c.m <= 2 ? 2 : c.m <= 4 ? 4 : 8;
+    switch (family_of(v)) {
+    case Family::cpu: return 0;
+    case Family::gemv: return c.m == 1 ? 0 : 3;
+    case Family::smallbatch: return c.m == 1 ? 1 : v.param_int("batch", 1) == batch ? (c.m <= 16 ? 0 : 1) : 2;
+    case Family::dequantize: return c.m > 16 ? 0 : 4;
+    case Family::general: return 5;
+    }
+    return 5;
+}
+
+// The epilogue variant (bias added to the GEMM's fp32 result) for x's and the scales' dtypes.
+const Variant *epilogue_variant(std::string_view x_type, std::string_view scale_type) {
+    const std::string kind = std::string(x_type) + "*" + std::string(scale_type);
+    const auto &found = candidates("w4_linear_epilogue", Device::cuda, kind, [&](const Variant &r) {
+        return r.param("x_type") == x_type && r.param("scale_type") == scale_type;
+    });
+    return found.empty() ? nullptr : found.front();
+}
+
+// Large M through cuBLAS: dequantize(W) in x's dtype into the stream's workspace, then the
+// GEMM; without bias it writes y itself (rounded once), with bias an fp32 result, which the
+// epilogue adds the bias to and rounds once.
+schedx_status run_cublas_path(const Variant &v, const W4LinearCall &c, bool fp16, void *stream, void *ctx) {
+    const Variant *epilogue = c.bias ? epilogue_variant(v.param("x_type"), v.param("scale_type")) : nullptr;
+    if (c.bias && !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no epilogue variant for " + v.name);
+    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
+    const size_t acc_bytes = c.bias ? size_t(c.m) * size_t(c.n) * 4 : 0;
+    schedx_status s;
+    void *ws = nullptr;
+    const auto workspace_lock = lock_stream_workspace(ctx, stream);
+    if ((s = cuda_workspace(ctx, stream, w_bytes + acc_bytes, &ws))) return s;
+    {
+        PipelineCall call(v, stream, ctx);
+        bind_w4_linear(call, c, nullptr);
+        call.bind_matrix("w_out", ws, c.n, c.k, c.k, 2);
+        if ((s = call.run())) return s;
+    }
+    if (!c.bias) return cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, c.y, true, c.ldy, c.m, c.n, c.k);
+    float *acc = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + w_bytes);
+    if ((s = cublas_gemm_abt(ctx, stream, fp16, c.x, c.ldx, ws, c.k, acc, false, c.n, c.m, c.n, c.k))) return s;
+    PipelineCall call(*epilogue, stream, ctx);
+    call.bind_matrix("acc", acc, c.m, c.n, c.n, 4);
+    call.bind_vector("bias", c.bias, c.n, 2);
+    call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
+    return call.run();
+}
 
 }  // namespace
 
@@ -62,6 +121,13 @@ void bind_w4_linear(PipelineCall &call, const W4LinearCall &c, const void *dummy
     call.bind_int("has_zeros", c.zeros ? 1 : 0);
     call.bind_int("has_bias", c.bias ? 1 : 0);
     call.bind_matrix("y", c.y, c.m, c.n, c.ldy, 2);
+}
+
+RunnableList runnable_w4_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
+                                  const W4LinearCall &c) {
+    return runnable_variants(
+        candidates, key, device_sm, [&](const Variant &v) { return can_run(v, c); },
+        [&](const Variant &v) { return untuned_rank(v, c); });
 }
 
 }  // namespace schedx
@@ -123,14 +189,14 @@ extern "C" schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, i
     const std::string kind = std::string(x_type) + "*" + scale_type;
     const std::vector<const Variant *> &candidates =
         schedx::candidates(wl.op, dev, kind, [&](const Variant &v) {
-            return v.param("x_type") == x_type && v.param("scale_type") == scale_type;
+            return v.param("x_type") == x_type && v.param("scale_type") == scale_type &&
+                   (family_of(v) != Family::dequantize || cublas_available());
         });
     const RunKey key{m, n, k, ldx, ldw, ldy, misalignment(x), misalignment(w), group_size, 0, 0, 0};
-    const auto runnable = runnable_variants(
-        candidates, key, cuda_context_sm(ctx), [&](const Variant &v) { return can_run(v, c); },
-        [&](const Variant &v) { return untuned_rank(v, c); });
+    const auto runnable = runnable_w4_variants(candidates, key, cuda_context_sm(ctx), c);
     const Variant *v = nullptr;
     if ((s = choose_variant(wl, candidates, runnable, &v))) return s;
+    if (family_of(*v) == Family::dequantize) return run_cublas_path(*v, c, x_dtype == SCHEDX_FP16, stream, ctx);
 
     // K = 0 leaves no scales to stand in for absent zero points and bias: N zero halves do,
     // and every empty operand is bound to them (a buffer without memory would be a bounds query).

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "dispatch.h"
 #include "pipeline_call.h"
 
 namespace schedx {
@@ -23,5 +24,11 @@ struct W4LinearCall {
 // scales (or to `dummy`, N zero halves, where K = 0 leaves no scales), read and never used:
 // has_zeros and has_bias say so.
 void bind_w4_linear(PipelineCall &call, const W4LinearCall &c, const void *dummy);
+
+// The variants of `candidates` (of the call's dtypes) that take `c`, in untuned preference
+// order, memoised under `key`: shape, leading dimension and alignment rules only (whether
+// cuBLAS loads is the candidate list's concern), so that CPU tests check them.
+RunnableList runnable_w4_variants(const std::vector<const Variant *> &candidates, const RunKey &key, int device_sm,
+                                  const W4LinearCall &c);
 
 }  // namespace schedx

@@ -104,12 +104,16 @@ def schedule_part(op: str, v: Variant) -> str:
     if s == "auto":
         return f"auto_{v.autoscheduler.lower()}_{v.device}"
     outputs = g("outputs") + "_" if "outputs" in p else ""
-    if op == "w8_linear_epilogue":
+    if op in ("w8_linear_epilogue", "w4_linear_epilogue"):
         return "cuda"
     if op == "w4_linear":
         rows = f"_r{g('rows_per_warp')}" if "rows_per_warp" in p else ""
         if s == "cuda_gemv":
             return "gemv" + rows + (f"_warps{g('warps')}" if "warps" in p else "")
+        if s == "cuda_smallbatch":
+            return f"b{g('batch')}" + rows
+        if g("stage") == "dequantize":
+            return "dequant_cublas"
         return s + (f"_b{g('batch')}" if "batch" in p else "") + rows
     if op.startswith("w8_linear"):
         lane = f"r{g('rows_per_warp')}w{g('load_words')}" + flags(p, [("coalesced", "true", "coalesced")])

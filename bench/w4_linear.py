@@ -10,7 +10,11 @@
 Each path's median over --calls calls after an L2-dirtying fill (as triton's do_bench), the
 paths alternated round robin; ratios against schedx in the same round. The read-only anchor
 over the same bytes is schedx-explore's (tools/gpu_check.sh w4 runs both). Every path's output
-is checked against x @ dequantize().T in fp64 before timing.
+is checked before timing against x @ W^T in fp64 with the weight W it multiplies by: schedx's
+dequantize() for schedx and gpt-fast (same quantization), its bf16 rounding for bf16 cuBLAS, and
+for torchao, which quantizes the weight itself, its own: torchao 0.18's int4 tensors have no
+dequantize(), so the module's output for the identity (each output one weight, as its kernel
+dequantizes it to bf16).
 
 Usage: SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so python3 bench/w4_linear.py [--calls 50] [MxNxK ...]
 """
@@ -35,7 +39,8 @@ DEFAULT_SHAPES = ["1x8192x8192", "1x6144x4096", "1x4096x4096", "1x28672x4096", "
 
 
 def torchao_paths(linear):
-    """{name: module} for torchao's int4 weight-only packings that quantize here."""
+    """{name: (module, the weight it multiplies by)} for torchao's int4 weight-only packings that
+    quantize here (torchao's own scales and zero points: the module applied to the identity)."""
     from torchao.quantization import Int4WeightOnlyConfig, quantize_
     out = {}
     for fmt in ("tile_packed_to_4d", "plain"):
@@ -45,7 +50,8 @@ def torchao_paths(linear):
         try:
             quantize_(m, Int4WeightOnlyConfig(group_size=GROUP, int4_packing_format=fmt))
             m(torch.zeros(1, linear.in_features, device="cuda", dtype=torch.bfloat16))
-            out[f"torchao {fmt}"] = m
+            eye = torch.eye(linear.in_features, device="cuda", dtype=torch.bfloat16)
+            out[f"torchao {fmt}"] = (m, m(eye).t())
         except Exception as e:  # noqa: BLE001 (a packing whose kernel is absent here)
             print(f"torchao {fmt}: not run ({type(e).__name__}: {str(e)[:120]})", file=sys.stderr)
     return out
@@ -94,14 +100,17 @@ def main():
         linear = torch.nn.Linear(k, n, bias=False, device="cuda", dtype=torch.bfloat16)
         layer = snn.Int4WeightOnlyLinear.from_linear(linear, GROUP, symmetric=True)
         x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-        ref = x.double() @ layer.dequantize().double().t()
         w_bf16 = layer.dequantize(torch.bfloat16)
         fns = {"schedx": layer, "bf16 cuBLAS": lambda x: F.linear(x, w_bf16)}
-        fns.update(torchao_paths(linear))
-        fns["gpt-fast compile"] = gpt_fast_path(layer)
+        weights = {"schedx": layer.dequantize(), "bf16 cuBLAS": w_bf16}
+        for name, (module, weight) in torchao_paths(linear).items():
+            fns[name], weights[name] = module, weight
+        fns["gpt-fast compile"], weights["gpt-fast compile"] = gpt_fast_path(layer), weights["schedx"]
+        xd = x.double()
         for name, fn in list(fns.items()):
+            ref = xd @ weights[name].double().t()
             err = float(((fn(x).double() - ref).abs().max() / ref.abs().max()))
-            if not err < 2e-2 and name != "bf16 cuBLAS":
+            if not err < 2e-2:
                 print(f"{shape} {name}: max error {err:.3g} of max |y|: left out", file=sys.stderr)
                 del fns[name]
         times = timed(fns, x, a.calls, flush)

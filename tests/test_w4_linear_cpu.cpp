@@ -8,27 +8,19 @@
 #include <cmath>
 
 #include "check_library.h"
+#include "registry.h"
+#include "validate.h"
 #include "w4_lanes_bf16.h"
 #include "w4_lanes_fp16.h"
 #include "w4_linear_call.h"
-#include "w8_linear_case.h"  // round_to_half, half_value
+#include "w4_linear_case.h"
 
 using test::Guarded;
+using test::W4Buffers;
+using test::W4Case;
+using test::W4Runner;
 
 namespace {
-
-struct W4Case {
-    int64_t m, n, k, group = 32;
-    int64_t ldx = 0, ldw = 0, ldy = 0;  // 0: tight (ldw in words)
-    schedx_dtype x_dtype = SCHEDX_BF16, scales_dtype = SCHEDX_BF16;
-    bool zeros = false, bias = false;
-    bool integer = true;  // integer x and z, power-of-two scales: y must be exact
-};
-
-struct W4Buffers {
-    Guarded *x, *w, *scales, *zeros, *bias, *y;
-};
-using W4Runner = std::function<schedx_status(const W4Case &, W4Buffers &)>;
 
 schedx_status run_on_cpu(const W4Case &c, W4Buffers &b) {
     return schedx_w4_linear(b.x->data(), c.m, c.k, c.ldx, c.x_dtype, b.w->as<uint32_t>(), c.n, c.ldw, c.group,
@@ -36,84 +28,8 @@ schedx_status run_on_cpu(const W4Case &c, W4Buffers &b) {
                             c.bias ? b.bias->data() : nullptr, b.y->data(), c.ldy, SCHEDX_DEVICE_CPU, nullptr);
 }
 
-uint32_t hash(int64_t a, int64_t b, uint32_t seed, uint32_t salt) {
-    return test::mix(uint32_t(a * 7919 + b) ^ (seed * 0x9E3779B9u) ^ salt);
-}
-
-// Runs `c` and checks y: bit for bit for integer cases, else |y - ref| <= 1e-2 |ref| + 1e-5
-// sum |terms| (the output's rounding, 2^-9 relative in bf16, plus fp32 accumulation); then y's
-// row padding (still poisoned) and every guard byte. "" or the first fault.
 std::string check(W4Case c, uint32_t seed, const W4Runner &run = run_on_cpu, double *worst = nullptr) {
-    if (!c.ldx) c.ldx = c.k;
-    if (!c.ldw) c.ldw = c.k / 8;
-    if (!c.ldy) c.ldy = c.n;
-    const int64_t groups = c.k / c.group;
-    Guarded x(size_t(c.m * c.ldx) * 2, 0), w(size_t(c.n * c.ldw) * 4, 0), scales(size_t(c.n * groups) * 2),
-        zeros(size_t(c.n * groups) * 2), bias(size_t(c.n) * 2), y(size_t(c.m * c.ldy) * 2);
-    std::vector<double> xv(size_t(c.m * c.k)), uv(size_t(c.n * c.k)), sv(size_t(c.n * groups)),
-        zv(size_t(c.n * groups), 8.0), bv(size_t(c.n), 0.0);
-    // Row padding: inf in x and nibbles 15 in W, which would show in y if they were read.
-    const uint16_t x_pad = c.x_dtype == SCHEDX_BF16 ? 0x7F80 : 0x7C00;
-    for (int64_t i = 0; i < c.m; i++) {
-        for (int64_t j = 0; j < c.ldx; j++) {
-            const uint32_t r = hash(i, j, seed, 1);
-            const double v = c.integer ? double(int(r % 7) - 3) : double(int(r % 20001) - 10000) / 2500.0;
-            const uint16_t bits = j < c.k ? test::round_to_half(v, c.x_dtype) : x_pad;
-            x.as<uint16_t>()[i * c.ldx + j] = bits;
-            if (j < c.k) xv[size_t(i * c.k + j)] = test::half_value(bits, c.x_dtype);
-        }
-    }
-    for (int64_t i = 0; i < c.n; i++) {
-        for (int64_t j = 0; j < c.ldw; j++) {
-            const uint32_t word = j < c.k / 8 ? hash(i, j, seed, 2) : 0xFFFFFFFFu;
-            w.as<uint32_t>()[i * c.ldw + j] = word;
-            for (int q = 0; q < 8 && j < c.k / 8; q++) uv[size_t(i * c.k + 8 * j + q)] = double((word >> (4 * q)) & 0xF);
-        }
-        for (int64_t g = 0; g < groups; g++) {
-            const uint32_t r = hash(i, g, seed, 3);
-            const double s = c.integer ? std::ldexp(1.0, int(r % 4) - 2) : (1.0 + double(r % 1000) / 1000.0) * 1e-2;
-            const uint16_t sb = test::round_to_half(s, c.scales_dtype), zb = test::round_to_half(double(r % 17), c.scales_dtype);
-            scales.as<uint16_t>()[i * groups + g] = sb;
-            zeros.as<uint16_t>()[i * groups + g] = zb;
-            sv[size_t(i * groups + g)] = test::half_value(sb, c.scales_dtype);
-            if (c.zeros) zv[size_t(i * groups + g)] = test::half_value(zb, c.scales_dtype);
-        }
-        const uint16_t b = test::round_to_half(double(int(hash(i, 0, seed, 4) % 101) - 50), c.scales_dtype);
-        bias.as<uint16_t>()[i] = b;
-        if (c.bias) bv[size_t(i)] = test::half_value(b, c.scales_dtype);
-    }
-    W4Buffers buffers{&x, &w, &scales, &zeros, &bias, &y};
-    const schedx_status st = run(c, buffers);
-    if (st != SCHEDX_OK) {
-        return "status " + std::to_string(st) + ": " + schedx_last_error() + (y.untouched() ? "" : " (and y was written)");
-    }
-    for (int64_t i = 0; i < c.m; i++) {
-        for (int64_t j = 0; j < c.n; j++) {
-            double sum = 0, sum_abs = 0;
-            for (int64_t kk = 0; kk < c.k; kk++) {
-                const size_t gi = size_t(j * groups + kk / c.group);
-                const double t = xv[size_t(i * c.k + kk)] * (uv[size_t(j * c.k + kk)] - zv[gi]) * sv[gi];
-                sum += t;
-                sum_abs += std::fabs(t);
-            }
-            sum += bv[size_t(j)];
-            const uint16_t got = y.as<uint16_t>()[i * c.ldy + j];
-            const double gv = test::half_value(got, c.x_dtype);
-            if (c.integer ? got != test::round_to_half(sum, c.x_dtype)
-                          : !(std::fabs(gv - sum) <= 1e-2 * std::fabs(sum) + 1e-5 * sum_abs)) {
-                return "at (" + std::to_string(i) + ", " + std::to_string(j) + "): want " + std::to_string(sum) +
-                       " got " + std::to_string(gv);
-            }
-            if (worst && sum != 0) *worst = std::max(*worst, std::fabs(gv - sum) / std::fabs(sum));
-        }
-        for (int64_t j = c.n * 2; j < c.ldy * 2; j++) {
-            if (y.data()[i * c.ldy * 2 + j] != test::kPoison) return "y padding written";
-        }
-    }
-    for (Guarded *g : {&x, &w, &scales, &zeros, &bias, &y}) {
-        if (!g->guards_intact()) return "guard bytes overwritten";
-    }
-    return "";
+    return test::check_w4_linear(c, seed, run, worst);
 }
 
 struct Types {
@@ -304,4 +220,75 @@ TEST_CASE("w4_linear lane layout on the CPU: vectors, groups, rows past N, lanes
             }
         }
     }
+}
+
+// Untuned CUDA dispatch reads shapes, leading dimensions and pointer bits only: checked here
+// for an sm_90 device without one (the candidates as schedx_w4_linear lists them, cuBLAS
+// taken as loaded).
+TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, the smallest batch B >= M up to 8, then dequantize + cuBLAS past M = 16") {
+    std::vector<const schedx::Variant *> candidates;
+    for (const schedx::Variant &v : schedx::registry()) {
+        if (v.op == "w4_linear" && v.device == schedx::Device::cuda && v.param("x_type") == "bf16" &&
+            v.param("scale_type") == "bf16") {
+            candidates.push_back(&v);
+        }
+    }
+    struct Call {
+        int64_t m, n, k, x_offset;  // x_offset: bytes past a 16-byte boundary
+        const char *first;          // the first choice's name, after w4_linear_bf16_sbf16_
+    };
+    const Call calls[] = {
+        {1, 8192, 8192, 0, "gemv_r4"},
+        {2, 8192, 8192, 0, "b2_r4"},
+        {3, 4096, 4096, 0, "b4_r2"},
+        {4, 4097, 4096, 0, "b4_r2"},  // ragged N
+        {5, 8192, 8192, 0, "b8_r2"},
+        {8, 28672, 4096, 0, "b8_r2"},
+        {16, 8192, 8192, 0, "b8_r2"},  // two passes of 8
+        {17, 8192, 8192, 0, "dequant_cublas"},
+        {64, 4096, 14336, 0, "dequant_cublas"},
+        {4096, 8192, 8192, 0, "dequant_cublas"},
+        {4, 4096, 4096, 2, "dequant_cublas"},  // x off 16 bytes: no lane kernel, cuBLAS before the general one
+        {1, 4096, 4096, 2, "dequant_cublas"},
+        {3, 4096, 0, 0, "cuda_general"},  // K = 0: only the general variant
+        {17, 65536, 65536, 0, "b8_r2"},    // N x K past Halide's 32-bit indexing of the workspace
+    };
+    const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
+    for (const Call &call : calls) {
+        CAPTURE(call.m);
+        CAPTURE(call.n);
+        CAPTURE(call.k);
+        CAPTURE(call.x_offset);
+        const void *x = reinterpret_cast<const void *>(base + uintptr_t(call.x_offset));
+        const auto *w = reinterpret_cast<const uint32_t *>(base << 4);
+        const schedx::W4LinearCall c{x, call.m, call.k, call.k, w, call.n, call.k / 8, 128,
+                                     reinterpret_cast<const void *>(base << 8), nullptr, nullptr,
+                                     reinterpret_cast<void *>(base << 12), call.n};
+        const schedx::RunKey key{c.m, c.n, c.k, c.ldx, c.ldw, c.ldy, schedx::misalignment(x), schedx::misalignment(w),
+                                 128, 0, 0, 0};
+        const auto ranked = schedx::runnable_w4_variants(candidates, key, 90, c);
+        REQUIRE(!ranked->empty());
+        CHECK(ranked->front()->name == std::string("w4_linear_bf16_sbf16_") + call.first);
+        // The general variant takes every call, last.
+        CHECK(ranked->back()->name == std::string("w4_linear_bf16_sbf16_cuda_general"));
+    }
+}
+
+// The dequantize + cuBLAS path looks its bias epilogue up by dtypes at run time: one must be
+// registered for each kind the path serves, or a call with bias fails on the GPU only.
+TEST_CASE("w4_linear: every dequantize kind has its bias epilogue registered") {
+    const std::vector<schedx_variant_info> epilogues = test::all_variant_infos("w4_linear_epilogue", "cuda");
+    int paths = 0;
+    for (const schedx_variant_info &path : test::variant_infos("w4_linear", "cuda")) {
+        auto p = test::params_of(path);
+        if (p["stage"] != "dequantize") continue;
+        paths++;
+        CAPTURE(path.name);
+        const auto found = std::count_if(epilogues.begin(), epilogues.end(), [&](const schedx_variant_info &e) {
+            auto q = test::params_of(e);
+            return q["x_type"] == p["x_type"] && q["scale_type"] == p["scale_type"];
+        });
+        CHECK(found == 1);
+    }
+    CHECK(paths == 4);
 }

@@ -232,10 +232,13 @@ for step in $steps; do
         --shapes 8192x8192,16384x4096,16384x14336 --csv "$out/explore_abs_max.csv" \
         > "$out/explore_abs_max.md" 2> "$out/explore_abs_max.err" || rc=1
       grep -h -A3 "^| rank\|dispatch chose" "$out/explore_abs_max.md" ;;
-    w4)  # issue 50: w4_linear's CUDA variants checked against fp64 and timed after a dirty L2 against a
-         # read-only kernel over the same bytes (explore), then bench/w4_linear.py: torchao's int4, gpt-fast's, bf16 cuBLAS
+    w4)  # issue 50: w4_linear's CUDA tests (every variant forced against fp64, dispatch by M), its variants
+         # timed after a dirty L2 against a read-only kernel over the same bytes (explore), then
+         # bench/w4_linear.py: torchao's int4, gpt-fast's, bf16 cuBLAS
+      build/tests/schedx_cuda_w4_tests > "$out/schedx_cuda_w4_tests.log" 2>&1 || rc=1
+      tail -n 4 "$out/schedx_cuda_w4_tests.log"
       build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
-        --shapes 1x8192x8192,1x6144x4096,1x4096x4096,1x28672x4096,1x4096x14336,2x8192x8192,16x8192x8192 \
+        --shapes 1x8192x8192,1x6144x4096,1x4096x4096,1x28672x4096,1x4096x14336,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,64x8192x8192,1024x8192x8192 \
         --csv "$out/explore_w4_linear.csv" > "$out/explore_w4_linear.md" 2> "$out/explore_w4_linear.err" || rc=1
       grep -h -A4 "^| rank\|dispatch chose" "$out/explore_w4_linear.md"
       (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${BENCH_TIMEOUT:-400}" python3 bench/w4_linear.py \

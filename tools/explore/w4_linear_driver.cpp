@@ -71,6 +71,10 @@ public:
         const auto *sc = reinterpret_cast<const uint16_t *>(slot0_.data() + scales_offset());
         const auto *z = reinterpret_cast<const uint16_t *>(slot0_.data() + zeros_offset());
         const auto *x = reinterpret_cast<const uint16_t *>(slot0_.data() + x_offset());
+        // The dequantize + cuBLAS path rounds each weight once to x's dtype: its reference does too.
+        const char *last = schedx_last_variant("w4_linear");
+        const bool weight_rounded = last && std::strstr(last, "_dequant_");
+        const schedx_dtype t = fp16_ ? SCHEDX_FP16 : SCHEDX_BF16;
         for (int r = 0; r < std::min<int64_t>(m_, kCheckedRows); r++) {
             const int64_t i = m_ <= kCheckedRows ? r : r * (m_ - 1) / (kCheckedRows - 1);
             for (int64_t j = 0; j < n_; j++) {
@@ -78,9 +82,11 @@ public:
                 for (int64_t kk = 0; kk < k_; kk++) {
                     const int64_t gi = j * groups_ + kk / kGroup;
                     const double u = double((w[j * k_ / 8 + kk / 8] >> (4 * (kk % 8))) & 0xF);
-                    const double t = value(x[i * k_ + kk]) * (u - (zeros_ ? value(z[gi]) : 8.0)) * value(sc[gi]);
-                    sum += t;
-                    sum_abs += std::fabs(t);
+                    double wv = (u - (zeros_ ? value(z[gi]) : 8.0)) * value(sc[gi]);
+                    if (weight_rounded) wv = value(test::round_to_half(wv, t));
+                    const double term = value(x[i * k_ + kk]) * wv;
+                    sum += term;
+                    sum_abs += std::fabs(term);
                 }
                 const double got = value(y[size_t(i * n_ + j)]);
                 // Output rounding is relative to |sum|; fp32 sums in any order to the sum of |terms|.

@@ -13,6 +13,7 @@
 #include "w4_linear_case.h"
 
 using test::DeviceCopy;
+using test::test_stream;
 using test::W4Buffers;
 using test::W4Case;
 

@@ -118,6 +118,8 @@ std::unique_lock<std::mutex> lock_stream_workspace(void *context, void *stream);
 // cast_transpose variants with fused amax (one word per tile) and by the axiswise two-pass
 // quantize_fp8 variants (column maxima per strip of rows).
 schedx_status cuda_workspace(void *context, void *stream, size_t bytes, void **ptr);
+// `bytes` rounded up to the workspace's 256-byte alignment: the offset of the next buffer in it.
+inline size_t workspace_slot_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Sets `words` 32-bit words at `ptr` (device memory) to `value` (zero by default) on
 // `stream`, in stream order with the kernels launched after it (and recorded into a CUDA

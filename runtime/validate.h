@@ -32,6 +32,11 @@ struct Span {
 // context goes to `cuda_context` (the call runs there; nothing asks the driver again).
 schedx_status check_spans(std::vector<Span> &spans, Device device, void **cuda_context);
 
+// "bf16" or "fp16" (the variants' x_type / scale_type values), nullptr for another dtype.
+inline const char *half_name(schedx_dtype t) {
+    return t == SCHEDX_BF16 ? "bf16" : t == SCHEDX_FP16 ? "fp16" : nullptr;
+}
+
 inline bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 inline bool aligned_to(const void *p, int64_t bytes) { return reinterpret_cast<uintptr_t>(p) % uintptr_t(bytes) == 0; }
 // A pointer's offset from the 16-byte boundary below it: what alignment rules read of it.

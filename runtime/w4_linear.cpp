@@ -19,14 +19,6 @@
 namespace schedx {
 namespace {
 
-const char *half_name(schedx_dtype t) {
-    switch (t) {
-    case SCHEDX_BF16: return "bf16";
-    case SCHEDX_FP16: return "fp16";
-    default: return nullptr;
-    }
-}
-
 enum class Family { cpu, gemv, smallbatch, general, dequantize };
 
 Family family_of(const Variant &v) {
@@ -85,7 +77,7 @@ const Variant *epilogue_variant(std::string_view x_type, std::string_view scale_
 schedx_status run_cublas_path(const Variant &v, const W4LinearCall &c, bool fp16, void *stream, void *ctx) {
     const Variant *epilogue = c.bias ? epilogue_variant(v.param("x_type"), v.param("scale_type")) : nullptr;
     if (c.bias && !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no epilogue variant for " + v.name);
-    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
+    const size_t w_bytes = workspace_slot_bytes(size_t(c.n) * size_t(c.k) * 2);
     const size_t acc_bytes = c.bias ? size_t(c.m) * size_t(c.n) * 4 : 0;
     schedx_status s;
     void *ws = nullptr;

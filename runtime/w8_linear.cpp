@@ -23,14 +23,6 @@
 namespace schedx {
 namespace {
 
-const char *half_name(schedx_dtype t) {
-    switch (t) {
-    case SCHEDX_BF16: return "bf16";
-    case SCHEDX_FP16: return "fp16";
-    default: return nullptr;
-    }
-}
-
 // A w8_linear variant's schedule, typed: read once from its registry row, absent parameters at
 // the generator's defaults (w8_linear_layout.h); what can_run and the untuned rank read.
 struct W8Schedule {
@@ -299,8 +291,8 @@ schedx_status run_cublas_path(const Variant &v, const W8LinearCall &c, bool fp16
     }
     if (!dequant || !epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no dequantize or epilogue variant for " + v.name);
     schedx_status s;
-    const size_t w_bytes = ((size_t(c.n) * size_t(c.k) * 2 + 255) / 256) * 256;
-    const size_t acc_bytes = rescale ? 0 : ((size_t(c.m) * size_t(c.n) * 4 + 255) / 256) * 256;
+    const size_t w_bytes = workspace_slot_bytes(size_t(c.n) * size_t(c.k) * 2);
+    const size_t acc_bytes = rescale ? 0 : workspace_slot_bytes(size_t(c.m) * size_t(c.n) * 4);
     // A ranked cuBLASLt GEMM's workspace follows W's and the accumulator's.
     const int rank = v.param_int("cublaslt_heuristic_rank", -1);
     void *ws = nullptr;
@@ -340,7 +332,7 @@ schedx_status run_planes_path(const Variant &v, const W8LinearCall &c, const std
     const Variant *epilogue = epilogue_variant("planes_epilogue", v.param("x_type"), scale_type, c.bias != nullptr);
     if (!epilogue) return fail(SCHEDX_ERR_NO_VARIANT, "no planes epilogue variant for " + v.name);
     const int64_t rows = 3 * c.m, pitch = c.k + w8::kPlanesRowPad;
-    const size_t planes_bytes = ((size_t(rows) * size_t(pitch) + 255) / 256) * 256;
+    const size_t planes_bytes = workspace_slot_bytes(size_t(rows) * size_t(pitch));
     schedx_status s;
     void *ws = nullptr;
     const auto workspace_lock = lock_stream_workspace(ctx, stream);

@@ -471,7 +471,8 @@ def _match_w8(mul: Node) -> Union[_W8, str, None]:
         return "x, W and the scales are not on one CPU or CUDA device"
     if not _known(vx.stride(1) == 1) or not _known(vw.stride(1) == 1):
         return "x or W does not have a unit last stride: schedx would copy it first"
-    s, vs = _stored_scales(s), _val(_stored_scales(s))
+    s = _stored_scales(s)
+    vs = _val(s)
     result, bias = mul, None
     add = next(iter(mul.users)) if _single_user(mul) else None
     other = [a for a in add.args if a is not mul] if _is(add, aten.add.Tensor) else []

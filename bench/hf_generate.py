@@ -26,6 +26,7 @@ import time
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="hf-generate-")
 
 import torch  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx.inductor  # noqa: E402
@@ -126,6 +127,10 @@ def main():
     env = environment(args)
     import transformers
     env["transformers"] = transformers.__version__
+    # Whether transformers' compiled step runs as CUDA graphs: its compile mode, and Inductor's
+    # own count of graphs it would not capture (the reasons go to the log).
+    env["transformers compile config"] = repr(vars(transformers.CompileConfig()))
+    torch._logging.set_logs(cudagraphs=True)
     short, long = (int(t) for t in args.tokens.split(","))
     base = llama(args.layers, device, args.tiny)
     forms = args.forms.split(",")
@@ -137,7 +142,8 @@ def main():
         write_report(f"transformers Llama generate(), static cache, {args.layers} layers + head", env, [
             f"us per generated token = (time of generate({long}) - time of generate({short})) / {long - short}, "
             f"medians of {args.rounds}; greedy; the step compiled by transformers itself.", "",
-            md_table(["batch", "form", "us per token", "tokens/s", "rewrites by the pass"], rows), "",
+            md_table(["batch", "form", "us per token", "tokens/s", "rewrites by the pass",
+                      "CUDA graphs skipped (reasons in the log)"], rows), "",
             "Profiles (torch profiler, 8 tokens):", ""] + profiles, args.out)
 
     for batch in (int(b) for b in args.batches.split(",")):
@@ -148,13 +154,15 @@ def main():
             model = models[form.removesuffix("+pass")]
             torch._dynamo.reset()
             first = len(schedx.inductor.reports())
+            skips_before = counters["inductor"]["cudagraph_skips"]
             generate(model, ids, long, with_pass)  # compiles
             t_short, _ = time_generate(model, ids, short, with_pass, args.rounds)
             t_long, out = time_generate(model, ids, long, with_pass, args.rounds)
             us[form] = (t_long - t_short) / (long - short) * 1e6
             tokens[form] = out
             fired = sum(len(r.rewrites) for r in schedx.inductor.reports()[first:])
-            rows.append([batch, form, f"{us[form]:.0f}", f"{batch * 1e6 / us[form]:.0f}", fired if with_pass else ""])
+            skips = counters["inductor"]["cudagraph_skips"] - skips_before
+            rows.append([batch, form, f"{us[form]:.0f}", f"{batch * 1e6 / us[form]:.0f}", fired if with_pass else "", skips])
             print(rows[-1], flush=True)
         ref = tokens.get("schedx")
         for form in forms:
@@ -162,10 +170,10 @@ def main():
                 same = (tokens[form] == ref).all(0)  # per position, over the batch
                 first = int(same.logical_not().nonzero()[0]) - ids.shape[1] if not same.all() else None
                 rows.append([batch, f"{form}: greedy tokens equal to schedx.nn's", "", "",
-                             "all" if first is None else f"up to generated token {first}"])
+                             "all" if first is None else f"up to generated token {first}", ""])
         for num, den in (("bf16", "torchao+pass"), ("torchao", "torchao+pass"), ("schedx", "torchao+pass")):
             if num in us and den in us:
-                rows.append([batch, f"{den} speed-up over {num}", f"{us[num] / us[den]:.2f}x", "", ""])
+                rows.append([batch, f"{den} speed-up over {num}", f"{us[num] / us[den]:.2f}x", "", "", ""])
         report()
     # Profiled last: a profiling session can leave launches slower for the rest of the process.
     ids = torch.randint(1, base.config.vocab_size, (1, 8), device=device)

@@ -77,6 +77,12 @@ private:
     // 6.7 ms against aten's 8.0. R x B vectors of sums past the target's registers spill.
     void schedule_cpu() {
         const int vec = natural_vector_size<float>(), R = rows_per_warp, B = batch;
+        Layout tile;
+        tile.rows_per_warp = R;
+        tile.batch = B;
+        if (tile.cpu_tile_vectors() > kCpuMaxVectorRegisters) {
+            throw std::invalid_argument("a register tile of rows_per_warp x batch vectors spills on every CPU target");
+        }
         RVar ro("ro"), ri("ri");
         Func intm = acc.update().split(r, ro, ri, vec, TailStrategy::GuardWithIf).rfactor(ri, v);
         y->split(n, nt, n, 4 * R, TailStrategy::GuardWithIf)

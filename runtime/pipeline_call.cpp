@@ -193,6 +193,20 @@ bool PipelineCall::bounds_fit() {
 
 int cpu_targets_refused() { return refused_targets.load(); }
 
+int cpu_vector_registers() {
+    static const int registers = [] {
+        const char *baseline = std::getenv("SCHEDX_CPU_BASELINE");
+        if (baseline && std::strcmp(baseline, "1") == 0) return 16;
+        __builtin_cpu_init();
+        // Halide's avx512_skylake target, the one above the baseline in variants.json.
+        const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                            __builtin_cpu_supports("avx512dq");
+        return avx512 ? 32 : 16;
+    }();
+    return registers;
+}
+
 }  // namespace schedx
 
 namespace {

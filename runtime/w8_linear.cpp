@@ -192,6 +192,9 @@ bool loses_untuned(const Variant &v, const W8LinearCall &c, bool splitk_runs) {
     const w8::Layout &l = d.layout;
     const bool lanes = d.family == Family::gemv || d.family == Family::smallbatch;
     if (d.family == Family::mma) return true;  // all but the split-K forms of mma_rank lose or are untimed
+    if (d.family == Family::cpu) return l.cpu_tile_vectors() > cpu_vector_registers();
+    // The autoschedulers' variants are baselines: 6-12x the hand CPU schedules (M = 16, N = K = 4096).
+    if (d.family == Family::autoscheduled) return true;
     // A k_tail tile narrower than the call's rows (up to 16) reads W once per tile of rows.
     if (d.family == Family::smallbatch && l.k_tail && l.batch < std::min<int64_t>(c.m, 16)) return true;
     // Whole-step lane kernels with 4- or 8-byte W loads run only where K is in whole 16-byte

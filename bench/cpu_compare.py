@@ -11,6 +11,9 @@ rows of issue 46's "Done when":
   cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
              torch.compile of the same code, a read-only pass over x and a copy of x (the
              cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
+  w4         schedx's w4_linear (bf16 x, symmetric groups of 128, bf16 scales) against
+             torch.ops.aten._weight_int4pack_mm_for_cpu on the same nibbles and scales (gpt-fast's
+             and torchao's CPU int4 kernel), a read and a copy of W's bytes, at the w8 shapes;
   quantize   schedx's quantize_fp8 (1x128, 128x128 and MXFP8 RCEIL, bf16 to e4m3, both
              outputs) against the reference math of bench/quantize_compare.py (TE's reference
              quantizer, torchao's to_mx) run eagerly and under torch.compile (MXFP8's fails on
@@ -44,6 +47,7 @@ import torch  # noqa: E402
 
 import schedx  # noqa: E402
 import schedx.ops  # noqa: E402,F401  (registers torch.ops.schedx)
+from schedx import int4  # noqa: E402
 from quantize_compare import check_equal, reference_fn, schedx_fn  # noqa: E402  (bench/ is sys.path[0])
 
 W8_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
@@ -54,7 +58,8 @@ QUANTIZE_SHAPES = [(4096, 4096)]
 # quantize_compare's recipe names and the option each runs with (TE's pow2 scales, MX RCEIL).
 QUANTIZE_RECIPES = {"block1x128": True, "block128x128": True, "mxfp8": "rceil"}
 QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST, QUICK_QUANTIZE = [(1024, 1024)], [1, 4], [(512, 512)], [(512, 512)]
-OPS = ("w8", "cast", "quantize")
+W4_GROUP = 128  # torchao's and gpt-fast's default group size
+OPS = ("w8", "w4", "cast", "quantize")
 E4M3_MAX = 448.0
 ROUNDS = 7          # alternation rounds; the median of each candidate's rounds is reported
 SAMPLE_S = 0.02     # a timed batch lasts about this long
@@ -128,6 +133,40 @@ def bench_w8(m: int, n: int, k: int, rows: list, threads: int) -> None:
         cands["dequant+mm"] = lambda i: torch.mm(xs[i], ws[i].to(torch.bfloat16).t()) * s
     t = time_alternated(cands, sets)
     rows.append(("w8_linear", f"M={m} N={n} K={k}", threads, t, n * k))
+
+
+def bench_w4(m: int, n: int, k: int, rows: list, threads: int) -> None:
+    g = torch.Generator().manual_seed(m * 5 + n + k)
+    groups = k // W4_GROUP
+    sets = copies_for(n * k // 2 + n * groups * 2 + m * k * 2)
+    us = [torch.randint(0, 16, (n, k), dtype=torch.int32, generator=g) for _ in range(sets)]
+    ws = [int4.pack_nibbles(u) for u in us]
+    # aten's CPU packing of the same nibbles (innerKTiles 8, as gpt-fast packs); tinygemm's
+    # w = (u - 8) * s + zero is schedx's symmetric form with zero = 0.
+    packed = [torch.ops.aten._convert_weight_to_int4pack_for_cpu(u, 8) for u in us]
+    del us
+    xs = [torch.randn(m, k, generator=g).to(torch.bfloat16) for _ in range(sets)]
+    s = (torch.rand(n, groups, generator=g) / 64 + 1e-3).to(torch.bfloat16)
+    scales_and_zeros = torch.stack([s.t(), torch.zeros_like(s.t())], -1).contiguous()
+    wd = int4.dequantize(int4.PackedInt4(ws[0], s, None, W4_GROUP), torch.float64)
+    ref, terms = xs[0].double() @ wd.t(), xs[0].double().abs() @ wd.abs().t()
+    # Against the sum of |terms|: aten rounds each weight to bf16 first (2^-8 relative each).
+    for name, y in (("schedx", torch.ops.schedx.w4_linear(xs[0], ws[0], s, None, None, W4_GROUP)),
+                    ("aten", torch.ops.aten._weight_int4pack_mm_for_cpu(xs[0], packed[0], W4_GROUP, scales_and_zeros))):
+        rel = ((y.double() - ref).abs() / terms).max().item()
+        if rel > 2 ** -7:
+            raise AssertionError(f"{name} w4 linear off by {rel:.3g} of the sum of |terms|")
+    saw("w4_linear")
+    dst = torch.empty_like(ws[0])
+    cands = {
+        "schedx": lambda i: torch.ops.schedx.w4_linear(xs[i], ws[i], s, None, None, W4_GROUP),
+        "aten int4pack": lambda i: torch.ops.aten._weight_int4pack_mm_for_cpu(xs[i], packed[i], W4_GROUP,
+                                                                              scales_and_zeros),
+        "read W": lambda i: ws[i].view(torch.int64).sum(),
+        "copy W": lambda i: dst.copy_(ws[i]),
+    }
+    t = time_alternated(cands, sets)
+    rows.append(("w4_linear group 128", f"M={m} N={n} K={k}", threads, t, n * k // 2))
 
 
 def cast_eager(x: torch.Tensor, scale: torch.Tensor):
@@ -283,6 +322,10 @@ def main(argv: Sequence[str]) -> int:
                     bench_w8(m, n, k, rows, threads)
             if not args.quick:
                 bench_w8(W8_LARGE_M, 4096, 4096, rows, threads)
+        if "w4" in ops:
+            for n, k in nk:
+                for m in ms:
+                    bench_w4(m, n, k, rows, threads)
         if "cast" in ops:
             for m, k in casts:
                 bench_cast(m, k, rows, threads, compiled)

@@ -37,6 +37,11 @@ class Expand(unittest.TestCase):
                                                  "w8_linear_bf16_sbf16_gemv_r2w8"])
         self.assertNotIn("coalesced", out[1].params)
 
+    def test_booleans_reach_the_generator_as_halide_spells_them(self) -> None:
+        out = expand([{"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8, "coalesced": [True, False],
+                       "types": "bf16_sbf16"}])
+        self.assertEqual([v.params["coalesced"] for v in out], ["true", "false"])
+
     def test_a_group_builds_its_spaces_type_by_type(self) -> None:
         out = expand([{"types": "bf16_sbf16_bias fp16_sfp32", "warps": 4, "spaces": [
             {"schedule": "cuda_gemv", "rows_per_warp": 2, "load_words": 8},

@@ -63,7 +63,7 @@ class Variant:
 
 
 def text(value: Any) -> str:
-    return "true" if value is True else str(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)  # as Halide's GeneratorParam<bool> reads it
 
 
 def type_params(op: dict[str, Any], token: str) -> dict[str, str]:

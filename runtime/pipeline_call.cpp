@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 
 #include "status.h"
@@ -194,15 +195,15 @@ bool PipelineCall::bounds_fit() {
 int cpu_targets_refused() { return refused_targets.load(); }
 
 int cpu_vector_registers() {
+    // The question Halide's wrapper asks before running a variant's AVX-512 build (through
+    // the SCHEDX_CPU_BASELINE hook where it is installed), asked once.
     static const int registers = [] {
-        const char *baseline = std::getenv("SCHEDX_CPU_BASELINE");
-        if (baseline && std::strcmp(baseline, "1") == 0) return 16;
-        __builtin_cpu_init();
-        // Halide's avx512_skylake target, the one above the baseline in variants.json.
-        const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-                            __builtin_cpu_supports("avx512dq");
-        return avx512 ? 32 : 16;
+        install_runtime_hooks();
+        uint64_t features[(halide_target_feature_end + 63) / 64] = {};
+        for (int f : {halide_target_feature_avx512, halide_target_feature_avx512_skylake}) {
+            features[f / 64] |= uint64_t(1) << (f % 64);
+        }
+        return halide_can_use_target_features(int(std::size(features)), features) ? 32 : 16;
     }();
     return registers;
 }

@@ -68,9 +68,9 @@ private:
 // were refused so, for tests.
 int cpu_targets_refused();
 
-// Vector registers of the CPU code Halide's wrapper runs here (asked of Halide as the wrapper
-// asks): 32 where the AVX-512 build
-// runs (the CPU has it and SCHEDX_CPU_BASELINE is not 1), else the AVX2 baseline's 16.
+// Vector registers of the CPU code Halide's wrapper runs here, asked of Halide as the wrapper
+// asks: 32 where the AVX-512 build runs (the CPU has it and SCHEDX_CPU_BASELINE is not 1),
+// else the AVX2 baseline's 16.
 int cpu_vector_registers();
 
 }  // namespace schedx

@@ -11,6 +11,9 @@ rows of issue 46's "Done when":
   cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
              torch.compile of the same code, a read-only pass over x and a copy of x (the
              cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
+  cast1      one output alone, as issue 130015's pattern and Float8Linear's forward write it
+             (rows: the cast; cols: its .t().contiguous()), schedx into preallocated outputs
+             against eager PyTorch, torch.compile, a read and a copy of x, at the cast's shapes;
   w4         schedx's w4_linear (bf16 x, symmetric groups of 128, bf16 scales) against
              torch.ops.aten._weight_int4pack_mm_for_cpu on the same nibbles and scales (gpt-fast's
              and torchao's CPU int4 kernel), a read and a copy of W's bytes, at the w8 shapes;
@@ -59,7 +62,7 @@ QUANTIZE_SHAPES = [(4096, 4096)]
 QUANTIZE_RECIPES = {"block1x128": True, "block128x128": True, "mxfp8": "rceil"}
 QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST, QUICK_QUANTIZE = [(1024, 1024)], [1, 4], [(512, 512)], [(512, 512)]
 W4_GROUP = 128  # torchao's and gpt-fast's default group size
-OPS = ("w8", "w4", "cast", "quantize")
+OPS = ("w8", "w4", "cast", "cast1", "quantize")
 E4M3_MAX = 448.0
 ROUNDS = 7          # alternation rounds; the median of each candidate's rounds is reported
 SAMPLE_S = 0.02     # a timed batch lasts about this long
@@ -209,6 +212,44 @@ def bench_cast(m: int, k: int, rows: list, threads: int, compiled) -> None:
     rows.append(("cast_transpose+amax bf16->e4m3", f"{m}x{k}", threads, t, m * k * 2))
 
 
+def cast_one_eager(x: torch.Tensor, scale: torch.Tensor, transposed: bool) -> torch.Tensor:
+    f = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return f.t().contiguous() if transposed else f
+
+
+def bench_cast_one(m: int, k: int, rows: list, threads: int, transposed: bool) -> None:
+    g = torch.Generator().manual_seed(m + k)
+    sets = copies_for(m * k * 3)
+    xs = [(torch.randn(m, k, generator=g) * 100).to(torch.bfloat16) for _ in range(sets)]
+    scale = torch.tensor([1.5], dtype=torch.float32)
+    # cols: [K, M] row-major is x's transpose, the buffer schedx's cols output of [M, K] views.
+    out = torch.empty((k, m) if transposed else (m, k), dtype=torch.float8_e4m3fn)
+    view = out.t() if transposed else out
+    into = {"rows": None, "cols": view} if transposed else {"rows": view, "cols": None}
+    torch.ops.schedx.cast_transpose_fp8_out(xs[0], scale, **into)
+    if not torch.equal(out.view(torch.uint8), cast_one_eager(xs[0], scale, transposed).view(torch.uint8)):
+        raise AssertionError("schedx cast differs from eager")
+    saw("cast_transpose")
+    compiled = torch.compile(cast_one_eager)
+    dst = torch.empty_like(xs[0])
+    cands = {  # schedx writes preallocated outputs, as the copy does
+        "schedx": lambda i: torch.ops.schedx.cast_transpose_fp8_out(xs[i], scale, **into),
+        "eager": lambda i: cast_one_eager(xs[i], scale, transposed),
+        "torch.compile": lambda i: compiled(xs[i], scale, transposed),
+        "read x": lambda i: xs[i].view(torch.int64).sum(),
+        "copy x": lambda i: dst.copy_(xs[i]),
+    }
+    try:  # as bench_cast
+        compiled(xs[0], scale, transposed)
+    except Exception as e:  # noqa: BLE001
+        print(f"torch.compile unavailable, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
+        del cands["torch.compile"]
+    t = time_alternated(cands, sets)
+    # One output moves 2 bytes in and 1 out per element, the copy 2 and 2: its bytes are 3/4 of
+    # the copy's, so "% of copy" reads 75% at the copy's rate.
+    rows.append((f"cast bf16->e4m3, {'cols' if transposed else 'rows'} alone", f"{m}x{k}", threads, t, m * k * 2))
+
+
 # recipe: (its reference, the compiled reference or None where Inductor's CPU backend cannot
 # compile it), made once and kept across thread counts (each compile takes tens of seconds).
 QUANTIZE_REFERENCES: Dict[str, tuple] = {}
@@ -329,6 +370,10 @@ def main(argv: Sequence[str]) -> int:
         if "cast" in ops:
             for m, k in casts:
                 bench_cast(m, k, rows, threads, compiled)
+        if "cast1" in ops:
+            for m, k in casts:
+                for transposed in (False, True):
+                    bench_cast_one(m, k, rows, threads, transposed)
         if "quantize" in ops:
             for recipe in QUANTIZE_RECIPES:
                 for m, k in quantizes:

@@ -125,8 +125,8 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
 
 TEST_CASE("untuned CUDA dispatch of w4_linear by M: the GEMV, the small-batch kernels, dequantize + cuBLAS") {
     REQUIRE(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
-    const std::map<int64_t, std::string> first{{1, "gemv_r4"}, {2, "b2_r4"},  {3, "b4_r2"},
-                                               {4, "b4_r2"},   {7, "b8_r2"},  {16, "b8_r2"},
+    const std::map<int64_t, std::string> first{{1, "gemv_r4"}, {2, "b2_r4"},  {3, "b4_r4"},
+                                               {4, "b4_r4"},   {7, "b8_r4"},  {16, "b8_r4"},
                                                {17, "dequant_cublas"}, {64, "dequant_cublas"}};
     uint32_t seed = 900;
     for (const auto &[m, name] : first) {

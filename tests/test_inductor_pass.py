@@ -5,6 +5,7 @@ cache key, chaining with a user's pass, the report. CPU tensors (and CUDA where 
 Where torch is not installed it exits 77 (skipped); torchao's patterns skip without torchao.
 """
 
+import functools
 import logging
 import os
 import sys
@@ -384,6 +385,35 @@ class W8Test(PassCase):
             self.assertEqual(report.count(Pattern.W8_LINEAR), 1, report)
             ref = w8_reference(mod, x)
             torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+
+    def test_padded_m(self):
+        """M padded to an alignment as Inductor's pad_mm writes it on CUDA when its benchmark says
+        so (seen on an H100 at M = 3, fp32 scales), written out so that the CPU graph has the
+        same nodes; padding K, or keeping fewer rows than x has, is another product."""
+        for s_dtype, bias in ((torch.float32, None), (torch.bfloat16, torch.bfloat16)):
+            mod = GptFastInt8Linear(72, 256, s_dtype, bias).to(DEVICE)
+
+            def padded(x, pad_k=0, keep=None):
+                p = F.pad(x, (0, pad_k, 0, 5))
+                wt = mod.weight.to(x.dtype).t()
+                y = torch.mm(p, F.pad(wt, (0, 0, 0, pad_k)) if pad_k else wt)[:x.shape[0] if keep is None else keep]
+                y = y * mod.scales
+                return y if mod.bias is None else y + mod.bias
+
+            x = torch.randn(3, 256, dtype=torch.bfloat16, device=DEVICE)
+            for kwargs, rewritten in (({}, 1), ({"pad_k": 8}, 0), ({"keep": 2}, 0)):
+                with self.subTest(scales=s_dtype, **kwargs):
+                    torch._dynamo.reset()
+                    with torch.no_grad():
+                        y, report = self.compiled(functools.partial(padded, **kwargs), x)
+                        want = padded(x, **kwargs)
+                    self.assertEqual(report.count(Pattern.W8_LINEAR), rewritten, report)
+                    self.assertEqual((y.dtype, y.shape), (want.dtype, want.shape))
+                    if rewritten:
+                        ref = w8_reference(mod, x)
+                        torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
+                    else:  # Inductor's own code, which may round once where eager rounds twice
+                        torch.testing.assert_close(y, want, rtol=2**-7, atol=2**-7 * want.abs().max().item())
 
     def test_dynamic_m(self):
         mod = GptFastInt8Linear(40, 64, torch.bfloat16).to(DEVICE)

@@ -240,18 +240,18 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, the smallest b
     const Call calls[] = {
         {1, 8192, 8192, 0, "gemv_r4"},
         {2, 8192, 8192, 0, "b2_r4"},
-        {3, 4096, 4096, 0, "b4_r2"},
-        {4, 4097, 4096, 0, "b4_r2"},  // ragged N
-        {5, 8192, 8192, 0, "b8_r2"},
-        {8, 28672, 4096, 0, "b8_r2"},
-        {16, 8192, 8192, 0, "b8_r2"},  // two passes of 8
+        {3, 4096, 4096, 0, "b4_r4"},
+        {4, 4097, 4096, 0, "b4_r4"},  // ragged N
+        {5, 8192, 8192, 0, "b8_r4"},
+        {8, 28672, 4096, 0, "b8_r4"},
+        {16, 8192, 8192, 0, "b8_r4"},  // two passes of 8
         {17, 8192, 8192, 0, "dequant_cublas"},
         {64, 4096, 14336, 0, "dequant_cublas"},
         {4096, 8192, 8192, 0, "dequant_cublas"},
         {4, 4096, 4096, 2, "dequant_cublas"},  // x off 16 bytes: no lane kernel, cuBLAS before the general one
         {1, 4096, 4096, 2, "dequant_cublas"},
         {3, 4096, 0, 0, "cuda_general"},  // K = 0: only the general variant
-        {17, 65536, 65536, 0, "b8_r2"},    // N x K past Halide's 32-bit indexing of the workspace
+        {17, 65536, 65536, 0, "b8_r4"},    // N x K past Halide's 32-bit indexing of the workspace
     };
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
     for (const Call &call : calls) {

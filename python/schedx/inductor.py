@@ -407,9 +407,29 @@ def _transposed_weight(p: Any, dtype: torch.dtype) -> Optional[Node]:
     return c(t(p)) if t(p) is not None else t(c(p))
 
 
+def _unpadded_rows(r: Node) -> Optional[tuple[Node, Node]]:
+    """(x, the mm's second operand) where r is mm(x padded with zero rows, .)[:M], M = x's rows:
+    Inductor's pad_mm (CUDA, joint graph) writes that when its benchmark finds M's alignment
+    pays, before the post-grad pass sees the graph. schedx takes any M, so it reads x itself."""
+    if not (_is(r, aten.slice.Tensor) and _arg(r, 1, "dim", 0) == 0 and _arg(r, 2, "start", 0) in (0, None)
+            and _arg(r, 4, "step", 1) == 1):
+        return None
+    mm = r.args[0]
+    if not (_is(mm, aten.mm.default) and _single_user(mm)):
+        return None
+    padded, p = mm.args
+    if not (_is(padded, aten.constant_pad_nd.default) and _single_user(padded) and _arg(padded, 2, "value", 0) == 0):
+        return None
+    pad = list(padded.args[1])
+    x = padded.args[0]
+    if len(pad) != 4 or pad[:3] != [0, 0, 0] or not _known(_val(r).shape[0] == _val(x).shape[0]):
+        return None
+    return x, p
+
+
 def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
     """(x, W, the product node, y's 3-D shape or None) where r is x @ W.to(x.dtype).t() as the
-    post-grad graph spells it: mm, a view of mm (3-D x), or the M = 1 form Inductor's mm
+    post-grad graph spells it: mm, a view of mm (3-D x), mm of x padded to an aligned M, or the M = 1 form Inductor's mm
     decomposition writes under coordinate-descent tuning (which torchao's quantize_ turns on),
     fp32 (x[:, :, None] * Wt[None]).sum(1) rounded to x's dtype."""
     out_shape = None
@@ -417,6 +437,11 @@ def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
         r, out_shape = r.args[0], list(r.args[1])
     if _is(r, aten.mm.default):
         x, p = r.args
+        w = _transposed_weight(p, _val(x).dtype)
+        return None if w is None else (x, w, r, out_shape)
+    x_rows = _unpadded_rows(r)
+    if x_rows is not None:
+        x, p = x_rows
         w = _transposed_weight(p, _val(x).dtype)
         return None if w is None else (x, w, r, out_shape)
     total = r.args[0] if _is(r, prims.convert_element_type.default) else None

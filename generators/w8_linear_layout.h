@@ -33,10 +33,13 @@ struct Layout {
     // start on these.
     int w_vector_words() const { return lane ? vector_words : std::min(load_words, 4); }
     int x_vector_words() const { return lane ? std::min(2 * vector_words, 4) : mma ? std::min(2 * load_words, 4) : 4; }
-    // cpu: vector registers the register tile keeps live, its R x B sums, one W vector and one
-    // x vector; past the CPU's (16 AVX2, 32 AVX-512) it spills: M = 16, AVX2, B = R = 4 11.4 ms
-    // against 10.0 for B = 4, R = 2 (w8_cpu_avx2 record), the reverse with AVX-512 (6.0 / 9.7).
-    int cpu_tile_vectors() const { return rows_per_warp * batch + 2; }
+    // cpu: vector registers the register tile keeps live, its R x B sums, the operands of its
+    // inner unrolled loop (the smaller of R and B: W rows or x rows, live across the outer one)
+    // and one of the other; past the CPU's (16 AVX2, 32 AVX-512) it spills: M = 16, AVX2,
+    // B = R = 4 11.4 ms against 10.0 for B = 4, R = 2 (w8_cpu_avx2 record), the reverse with
+    // AVX-512 (6.0 / 9.7). B = 4, R = 3 (16) fits AVX2 with the W rows inner.
+    int cpu_inner_rows() const { return std::min(rows_per_warp, batch); }
+    int cpu_tile_vectors() const { return rows_per_warp * batch + cpu_inner_rows() + 1; }
 };
 
 // The cuBLAS paths' stages (w8_dequantize, w8_rescale) move 16-byte vectors: buffers 16-byte

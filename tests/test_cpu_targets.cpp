@@ -25,7 +25,7 @@ TEST_CASE("CPU targets: SCHEDX_CPU_BASELINE=1 refuses every target above the bas
 }
 
 TEST_CASE("CPU targets: untuned w8_linear takes a register tile that fits the running build's vector registers") {
-    // M = 16: cpu_b4 (4 x 4 sums, 18 vectors) with AVX-512's 32 registers, cpu_b4_r2 (10) with
+    // M = 16: cpu_b4 (4 x 4 sums, 21 vectors) with AVX-512's 32 registers, cpu_b4_r3 (16) with
     // AVX2's 16, where cpu_b4 spills; the same rule picks cpu_r8 (10) at M = 1 on both.
     const int registers = schedx::cpu_vector_registers();
     const char *env = std::getenv("SCHEDX_CPU_BASELINE");
@@ -33,7 +33,10 @@ TEST_CASE("CPU targets: untuned w8_linear takes a register tile that fits the ru
     CHECK((registers == 16 || registers == 32));
     CHECK(test::check_w8_linear({16, 96, 256}, 11).error == "");
     CHECK(std::string(schedx_last_variant("w8_linear")) ==
-          (registers == 32 ? "w8_linear_bf16_sbf16_cpu_b4" : "w8_linear_bf16_sbf16_cpu_b4_r2"));
+          (registers == 32 ? "w8_linear_bf16_sbf16_cpu_b4" : "w8_linear_bf16_sbf16_cpu_b4_r3"));
+    CHECK(test::check_w8_linear({4, 96, 256}, 13).error == "");
+    CHECK(std::string(schedx_last_variant("w8_linear")) ==
+          (registers == 32 ? "w8_linear_bf16_sbf16_cpu_b4" : "w8_linear_bf16_sbf16_cpu_b4_r3"));
     CHECK(test::check_w8_linear({1, 96, 256}, 12).error == "");
     CHECK(std::string(schedx_last_variant("w8_linear")) == "w8_linear_bf16_sbf16_cpu_r8");
 }

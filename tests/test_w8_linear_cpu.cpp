@@ -77,7 +77,7 @@ TEST_CASE("w8_linear: random inputs within 1e-2 of an fp64 reference") {
 
 TEST_CASE("w8_linear: every CPU variant, forced") {
     const std::vector<schedx_variant_info> infos = test::variant_infos("w8_linear", "cpu");
-    CHECK(infos.size() == 13);
+    CHECK(infos.size() == 14);
     for (const schedx_variant_info &info : infos) {
         const std::string p = std::string(" ") + info.params + " ";
         W8Case c{5, 33, 100, 0, 0, 40};
@@ -96,6 +96,12 @@ TEST_CASE("w8_linear: every CPU variant, forced") {
         CHECK(check_w8(c, 7).error == "");
         CHECK(schedx_last_variant("w8_linear") == std::string(info.name));
         CHECK(schedx_last_reason("w8_linear") == std::string("forced"));
+        if (p.find(" autoscheduler=") == std::string::npos) {
+            // A register tile's edges: N = 37 in no whole tile of 2, 3, 4 or 8 rows of W (nor
+            // 4 of them), M = 6 past a batch of 4, K = 1001 off the vector.
+            W8Case edge{6, 37, 1001, 0, 0, 0, c.x_dtype, c.scales_dtype, c.bias};
+            CHECK(check_w8(edge, 8).error == "");
+        }
         // A variant of another dtype or bias setting does not serve the call.
         W8Case other = c;
         other.bias = !c.bias;

@@ -104,7 +104,7 @@ private:
     Func sf{"sf"}, zf{"zf"}, acc{"acc"};
     // The vector lanes' layout: x by lane, each lane's word of W shifted to its part, its nibbles,
     // per-lane sums of x, of x (u - z) per group, and of the scaled groups.
-    Func xl{"xl"}, wl{"wl"}, ul{"ul"}, xsum{"xsum"}, dot{"dot"}, lsum{"lsum"};
+    Func xl{"xl"}, xs{"xs"}, wl{"wl"}, ul{"ul"}, xsum{"xsum"}, dot{"dot"}, lsum{"lsum"};
     int L = 0, P = 0;
     RDom rd, rg, rl, re, rc;
     // The lane layout: a lane's words of W and x per vector, its vector's x and weights, sums.
@@ -121,19 +121,24 @@ private:
     // lane's sum, and the lanes are folded once per output: the zero point enters as -z times
     // the lane's sum of x (per group and row of x, once per call).
     void define_vector_sums(Expr G, Expr groups, Expr mc, const std::function<Expr(Expr)> &nc) {
-        L = natural_vector_size<float>();
+        // At least 8 lanes (two vectors where the target's has 4): P <= 4 nibbles per part keeps
+        // u 16^p below 2^16, where the signed conversion is exact.
+        L = std::max(8, natural_vector_size<float>());
         P = schedx::w4::kVectorElems / L;
-        if (L < 4 || schedx::w4::kVectorElems % L != 0) throw std::invalid_argument("a float vector of 4, 8 or 16 lanes");
+        if (schedx::w4::kVectorElems % L != 0) throw std::invalid_argument("a float vector of 8 or 16 lanes");
         Expr word = 4 * c + l % 4, nib = (l / 4) * P + p;
         xl(p, l, c, m) = decode(x_type, (*x)(8 * word + nib, mc));
+        // Nibble p of a lane's part is taken in place, u 16^p (an AND and a conversion, no shift
+        // per nibble), against x 16^-p: both exact, unless |x| < 2^-114 (fp32's subnormals).
+        xs(p, l, c, m) = xl(p, l, c, m) * reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
         wl(l, c, n) = (*w)(word, nc(n)) >> cast<uint32_t>(4 * P * (l / 4));
-        ul(p, l, c, n) = cast<float>((wl(l, c, n) >> cast<uint32_t>(4 * p)) & schedx::u32(0xF));
+        ul(p, l, c, n) = cast<float>(cast<int32_t>(wl(l, c, n) & (schedx::u32(0xF) << cast<uint32_t>(4 * p))));
         Expr chunks = G / schedx::w4::kVectorElems;
         rd = RDom(0, P, 0, chunks, "rd");  // a lane's nibble, the group's chunk
         xsum(l, g, m) = 0.0f;
         xsum(l, g, m) += xl(rd.x, l, g * chunks + rd.y, m);
         dot(l, g, n, m) = -zf(g, n) * xsum(l, g, m);
-        dot(l, g, n, m) += xl(rd.x, l, g * chunks + rd.y, m) * ul(rd.x, l, g * chunks + rd.y, n);
+        dot(l, g, n, m) += xs(rd.x, l, g * chunks + rd.y, m) * ul(rd.x, l, g * chunks + rd.y, n);
         rg = RDom(0, groups, "rg");
         lsum(l, n, m) = 0.0f;
         lsum(l, n, m) += sf(rg, n) * dot(l, rg, n, m);
@@ -219,10 +224,10 @@ private:
         lsum.update().reorder(l, m, n, rg).vectorize(l).unroll(n).unroll(m);
         dot.compute_at(lsum, rg).bound_extent(l, L).bound_extent(n, R).bound_extent(m, B)
             .reorder_storage(l, n, m, g).vectorize(l).unroll(n).unroll(m);
-        dot.update().reorder(l, m, n, rd.x, rd.y).vectorize(l).unroll(n).unroll(m).unroll(rd.x);
+        dot.update().reorder(l, m, rd.x, n, rd.y).vectorize(l).unroll(n).unroll(m).unroll(rd.x);
         // The lanes' words as one vector (a 16-byte load broadcast to the L lanes).
         wl.compute_at(dot, rd.y).bound_extent(l, L).bound_extent(n, R).vectorize(l).unroll(n);
-        xl.compute_root().reorder_storage(l, p, c, m).vectorize(l).unroll(p).parallel(m);
+        xs.compute_root().reorder_storage(l, p, c, m).vectorize(l).unroll(p).parallel(m);
         xsum.compute_root().vectorize(l).parallel(m);
         xsum.update().reorder(l, rd.x, rd.y, g).vectorize(l).parallel(m);
     }

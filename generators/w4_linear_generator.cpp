@@ -245,6 +245,8 @@ private:
         Func intm = lsum.update().split(rg, ro, ru, 32, TailStrategy::GuardWithIf).rfactor(ru, u);
         intm.compute_at(*y, nw).bound_extent(l, L).bound_extent(n, 1).bound_extent(m, 1).unroll(l).gpu_lanes(u);
         intm.update().unroll(l).gpu_lanes(u);
+        // The fold over the lanes unrolled, so that the per-lane sums stay in registers.
+        acc.update().unroll(rl);
     }
 
     // The lane kernels' warps: each owns R rows of W by B rows of x (blocks of `warps` warps

@@ -5,9 +5,9 @@
 // scales' dtype; y [M, N] in x's dtype, rounded to nearest-even once from the fp32 sum. The
 // symmetric form has no zero points: z = 8 (the nibble holds q + 8, offset binary).
 //
-// Every schedule computes each group as dot - z * xsum (dot = sum x * u, xsum = sum x): the
-// zero point costs one multiply-add per group instead of a subtraction per weight, and xsum
-// is shared by every row of W.
+// Every schedule computes each group as dot - z * xsum (dot = sum x * u, xsum = sum x; the CPU
+// and cuda_general per lane of a float vector): the zero point costs one multiply-add per group
+// instead of a subtraction per weight, and xsum is shared by every row of W.
 //
 // Runtime parameters: group_size (32, 64 or 128; the runtime checks it), has_zeros and
 // has_bias (0 or 1). Without zero points or bias the runtime binds the scales in their place,
@@ -115,11 +115,11 @@ private:
     static Expr decode(ElemType t, Expr bits) { return schedx::decode_to_float(cast<uint32_t>(bits), t); }
 
     // The CPU's and cuda_general's sums: a chunk of 32 elements (4 W words) fills the L lanes
-    // of one float vector (L = the target's, 8 with AVX2), lane l taking word l % 4's part l / 4
-    // (P = 32 / L nibbles), so that one 16-byte load of W and one shift per lane give L lanes.
-    // Each lane sums x (u - z) over its elements of a group, the group's scale multiplies the
-    // lane's sum, and the lanes are folded once per output: the zero point enters as -z times
-    // the lane's sum of x (per group and row of x, once per call).
+    // of one float vector (8 with AVX2, 16 with AVX-512), lane l taking word l % 4's part l / 4
+    // (P = 32 / L nibbles): one 16-byte load of W and one shift per chunk and row. Each lane sums
+    // x (u - z) over its elements of a group (-z times the lane's sum of x, computed once per
+    // call, as the start), the group's scale multiplies the lanes' sums as a vector, and the
+    // lanes are folded once per output, not once per group.
     void define_vector_sums(Expr G, Expr groups, Expr mc, const std::function<Expr(Expr)> &nc) {
         // At least 8 lanes (two vectors where the target's has 4): P <= 4 nibbles per part keeps
         // u 16^p below 2^16, where the signed conversion is exact.

@@ -235,7 +235,7 @@ for step in $steps; do
     w4)  # issue 50: w4_linear's CUDA tests (every variant forced against fp64, dispatch by M), its variants
          # timed after a dirty L2 against a read-only kernel over the same bytes (explore), then
          # bench/w4_linear.py: torchao's int4, gpt-fast's, bf16 cuBLAS
-      build/tests/schedx_cuda_w4_tests > "$out/schedx_cuda_w4_tests.log" 2>&1 || rc=1
+      timeout "${TEST_TIMEOUT:-280}" build/tests/schedx_cuda_w4_tests > "$out/schedx_cuda_w4_tests.log" 2>&1 || rc=1
       tail -n 4 "$out/schedx_cuda_w4_tests.log"
       build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" ${EXPLORE_ARGS:-} \
         --shapes 1x8192x8192,1x6144x4096,1x4096x4096,1x28672x4096,1x4096x14336,2x8192x8192,4x8192x8192,8x8192x8192,16x8192x8192,64x8192x8192,1024x8192x8192 \
@@ -247,6 +247,9 @@ for step in $steps; do
     *) echo "unknown step $step"; rc=2 ;;
   esac
   summary+=("$step: rc=$rc $(( $(date +%s) - start ))s")
+  # The archive is rewritten after every step: a call stopped by the device's bound keeps
+  # the steps that finished (an outer timeout once lost a whole w4 step's logs).
+  printf '%s\n' "${summary[@]}" > "$out/summary.txt"
+  tar -czf "$dest/gpu_check.tar.gz" -C "$out" .
 done
-printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
-tar -czf "$dest/gpu_check.tar.gz" -C "$out" .
+cat "$out/summary.txt"

@@ -172,9 +172,24 @@ def bench_w4(m: int, n: int, k: int, rows: list, threads: int) -> None:
     rows.append(("w4_linear group 128", f"M={m} N={n} K={k}", threads, t, n * k // 2))
 
 
+def drop_compile_if_unavailable(cands: Dict[str, Callable[[int], object]]) -> None:
+    """Removes the "torch.compile" candidate where its first call fails: the CPU backend needs a
+    C++ compiler and Python.h, and without them there is no column."""
+    try:
+        cands["torch.compile"](0)
+    except Exception as e:  # noqa: BLE001  (inductor raises many kinds)
+        print(f"torch.compile unavailable, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
+        del cands["torch.compile"]
+
+
+def cast_one_eager(x: torch.Tensor, scale: torch.Tensor, transposed: bool) -> torch.Tensor:
+    f = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    return f.t().contiguous() if transposed else f
+
+
 def cast_eager(x: torch.Tensor, scale: torch.Tensor):
     amax = x.abs().max().float()
-    rows = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    rows = cast_one_eager(x, scale, False)
     return rows, rows.t().contiguous(), amax
 
 
@@ -203,21 +218,12 @@ def bench_cast(m: int, k: int, rows: list, threads: int, compiled) -> None:
         "read x": lambda i: xs[i].view(torch.int64).sum(),
         "copy x": lambda i: dst.copy_(xs[i]),
     }
-    try:  # torch.compile's CPU backend needs a C++ compiler and Python.h: without them, no column
-        compiled(xs[0], scale)
-    except Exception as e:  # noqa: BLE001  (inductor raises many kinds)
-        print(f"torch.compile unavailable, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
-        del cands["torch.compile"]
+    drop_compile_if_unavailable(cands)
     t = time_alternated(cands, sets)
     rows.append(("cast_transpose+amax bf16->e4m3", f"{m}x{k}", threads, t, m * k * 2))
 
 
-def cast_one_eager(x: torch.Tensor, scale: torch.Tensor, transposed: bool) -> torch.Tensor:
-    f = (x.float() * scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    return f.t().contiguous() if transposed else f
-
-
-def bench_cast_one(m: int, k: int, rows: list, threads: int, transposed: bool) -> None:
+def bench_cast_one(m: int, k: int, rows: list, threads: int, transposed: bool, compiled) -> None:
     g = torch.Generator().manual_seed(m + k)
     sets = copies_for(m * k * 3)
     xs = [(torch.randn(m, k, generator=g) * 100).to(torch.bfloat16) for _ in range(sets)]
@@ -230,7 +236,6 @@ def bench_cast_one(m: int, k: int, rows: list, threads: int, transposed: bool) -
     if not torch.equal(out.view(torch.uint8), cast_one_eager(xs[0], scale, transposed).view(torch.uint8)):
         raise AssertionError("schedx cast differs from eager")
     saw("cast_transpose")
-    compiled = torch.compile(cast_one_eager)
     dst = torch.empty_like(xs[0])
     cands = {  # schedx writes preallocated outputs, as the copy does
         "schedx": lambda i: torch.ops.schedx.cast_transpose_fp8_out(xs[i], scale, **into),
@@ -239,11 +244,7 @@ def bench_cast_one(m: int, k: int, rows: list, threads: int, transposed: bool) -
         "read x": lambda i: xs[i].view(torch.int64).sum(),
         "copy x": lambda i: dst.copy_(xs[i]),
     }
-    try:  # as bench_cast
-        compiled(xs[0], scale, transposed)
-    except Exception as e:  # noqa: BLE001
-        print(f"torch.compile unavailable, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
-        del cands["torch.compile"]
+    drop_compile_if_unavailable(cands)
     t = time_alternated(cands, sets)
     # One output moves 2 bytes in and 1 out per element, the copy 2 and 2: its bytes are 3/4 of
     # the copy's, so "% of copy" reads 75% at the copy's rate.
@@ -259,7 +260,7 @@ def quantize_reference(recipe: str, x: torch.Tensor) -> tuple:
     if recipe not in QUANTIZE_REFERENCES:
         reference = reference_fn(recipe, torch.float8_e4m3fn, QUANTIZE_RECIPES[recipe])
         compiled = torch.compile(reference, dynamic=False)
-        try:  # as bench_cast: e.g. MXFP8's E8M0 bytes, a dtype the CPU backend has no C++ type for
+        try:  # as drop_compile_if_unavailable: e.g. MXFP8's E8M0 bytes, a dtype the CPU backend has no C++ type for
             check_equal(f"{recipe} torch.compile", compiled(x), reference(x))
         except Exception as e:  # noqa: BLE001
             print(f"torch.compile unavailable for {recipe}, column left out: {type(e).__name__}: {e}"[:300], file=sys.stderr)
@@ -353,7 +354,9 @@ def main(argv: Sequence[str]) -> int:
     ops = [o for o in OPS if o in args.ops]
     nk, ms, casts = (QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST) if args.quick else (W8_NK, W8_MS, CAST_SHAPES)
     quantizes = QUICK_QUANTIZE if args.quick else QUANTIZE_SHAPES
+    # Compiled once each, kept across shapes and thread counts (each compile takes seconds).
     compiled = torch.compile(cast_eager)
+    compiled_one = torch.compile(cast_one_eager)
     rows: list = []
     for threads in thread_counts:
         torch.set_num_threads(threads)
@@ -373,7 +376,7 @@ def main(argv: Sequence[str]) -> int:
         if "cast1" in ops:
             for m, k in casts:
                 for transposed in (False, True):
-                    bench_cast_one(m, k, rows, threads, transposed)
+                    bench_cast_one(m, k, rows, threads, transposed, compiled_one)
         if "quantize" in ops:
             for recipe in QUANTIZE_RECIPES:
                 for m, k in quantizes:

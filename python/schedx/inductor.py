@@ -429,19 +429,15 @@ def _unpadded_rows(r: Node) -> Optional[tuple[Node, Node]]:
 
 def _product(r: Node) -> Optional[tuple[Node, Node, Node, Optional[list]]]:
     """(x, W, the product node, y's 3-D shape or None) where r is x @ W.to(x.dtype).t() as the
-    post-grad graph spells it: mm, a view of mm (3-D x), mm of x padded to an aligned M, or the M = 1 form Inductor's mm
-    decomposition writes under coordinate-descent tuning (which torchao's quantize_ turns on),
-    fp32 (x[:, :, None] * Wt[None]).sum(1) rounded to x's dtype."""
+    post-grad graph spells it: mm, a view of mm (3-D x), mm of x padded to an aligned M, or the
+    M = 1 form Inductor's mm decomposition writes under coordinate-descent tuning (which
+    torchao's quantize_ turns on), fp32 (x[:, :, None] * Wt[None]).sum(1) rounded to x's dtype."""
     out_shape = None
     if _is(r, *_VIEWS) and _single_user(r.args[0]):
         r, out_shape = r.args[0], list(r.args[1])
-    if _is(r, aten.mm.default):
-        x, p = r.args
-        w = _transposed_weight(p, _val(x).dtype)
-        return None if w is None else (x, w, r, out_shape)
-    x_rows = _unpadded_rows(r)
-    if x_rows is not None:
-        x, p = x_rows
+    operands = tuple(r.args) if _is(r, aten.mm.default) else _unpadded_rows(r)
+    if operands is not None:
+        x, p = operands
         w = _transposed_weight(p, _val(x).dtype)
         return None if w is None else (x, w, r, out_shape)
     total = r.args[0] if _is(r, prims.convert_element_type.default) else None

@@ -1,28 +1,16 @@
-// Weight-only group-wise int4 linear (LLM inference), include/schedx/schedx.h's schedx_w4_linear:
-//   y[m][n] = sum_g s[n][g] * sum_{k in g} x[m][k] * (u[n][k] - z[n][g])   (+ bias[n])
-// x bf16 or fp16 [M, K]; u the unsigned nibbles of W, word j of row n holding k = 8j + i in bits
-// 4i..4i+3 (w4_linear_layout.h); s, z (zero points) and bias bf16 or fp16 [N, K/G] and [N] in the
-// scales' dtype; y [M, N] in x's dtype, rounded to nearest-even once from the fp32 sum. The
-// symmetric form has no zero points: z = 8 (the nibble holds q + 8, offset binary).
+// w4_linear for the CPU, CUDA cores and any shape (w4_linear_algorithm.h has the operator).
 //
 // Every schedule computes each group as dot - z * xsum (dot = sum x * u, xsum = sum x; the CPU
 // and cuda_general per lane of a float vector): the zero point costs one multiply-add per group
 // instead of a subtraction per weight, and xsum is shared by every row of W.
-//
-// Runtime parameters: group_size (32, 64 or 128; the runtime checks it), has_zeros and
-// has_bias (0 or 1). Without zero points or bias the runtime binds the scales in their place,
-// read in cache with the scales and never used: one pipeline serves all four forms (per group
-// or output that is one load and a select, against a doubled variant list).
-#include "Halide.h"
-#include "numerics.h"
-#include "w4_linear_layout.h"
+#include "w4_linear_algorithm.h"
 
 namespace {
 
-using namespace Halide;
+using namespace schedx::w4;
 using schedx::ElemType;
 
-class W4Linear : public Generator<W4Linear> {
+class W4Linear : public Generator<W4Linear>, public Algorithm {
 public:
     GeneratorParam<ElemType> x_type{"x_type", ElemType::bf16, schedx::elem_type_names()};      // bf16 | fp16
     GeneratorParam<ElemType> scale_type{"scale_type", ElemType::bf16, schedx::elem_type_names()};  // bf16 | fp16
@@ -35,54 +23,29 @@ public:
     GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     void configure() {
-        if (x_type == ElemType::fp32 || scale_type == ElemType::fp32) {
-            throw std::invalid_argument("x_type and scale_type are bf16 or fp16");
-        }
         const std::string s = sched;
         if (s != "cpu" && s != "cuda_general" && s != "cuda_gemv" && s != "cuda_smallbatch") {
             throw std::invalid_argument("unknown schedule " + s);
         }
         lanes = s == "cuda_gemv" || s == "cuda_smallbatch";
         // The lane layout reads x as words of two elements and W's vectors as 16-byte loads.
-        x = add_input<Buffer<>>("x", lanes ? UInt(32) : UInt(16), 2);
-        w = add_input<Buffer<>>("w", UInt(32), 2);
-        scales = add_input<Buffer<>>("scales", UInt(16), 2);
-        zeros = add_input<Buffer<>>("zeros", UInt(16), 2);
-        bias = add_input<Buffer<>>("bias", UInt(16), 1);
-        group_size = add_input<int32_t>("group_size");
-        has_zeros = add_input<int32_t>("has_zeros");
-        has_bias = add_input<int32_t>("has_bias");
-        y = add_output<Buffer<>>("y", UInt(16), 2);
+        declare_buffers(*this, x_type, scale_type, lanes);
     }
 
     void generate() {
         // THE ALGORITHM
         const Expr G = 32 * (*group_size / 32);  // whole vectors of 32, as the runtime checks
         Expr groups = scales->dim(0).extent();
-        // Rows beyond N or M (a tile's padding) read the last row; their results are never stored.
-        Expr mc = clamp(m, 0, x->dim(1).extent() - 1);
-        auto nc = [&](Expr row) { return clamp(row, 0, w->dim(1).extent() - 1); };
-        sf(g, n) = decode(scale_type, (*scales)(g, nc(n)));
-        zf(g, n) = select(*has_zeros != 0, decode(scale_type, (*zeros)(g, nc(n))), schedx::w4::kSymmetricZero);
+        define_scales();
         if (lanes) {
             define_lane_sum(groups * G);
         } else {
-            define_vector_sums(G, groups, mc, nc);
+            define_vector_sums(G, groups);
         }
-        Expr out = acc(n, m) + select(*has_bias != 0, decode(scale_type, (*bias)(nc(n))), 0.0f);
-        (*y)(n, m) = cast<uint16_t>(schedx::float_to_half_bits(out, x_type));
+        define_y();
 
         // ESTIMATES
-        const int epw = lanes ? 2 : 1;
-        x->set_estimates({{0, 8192 / epw}, {0, 1}});
-        w->set_estimates({{0, 1024}, {0, 8192}});
-        scales->set_estimates({{0, 64}, {0, 8192}});
-        zeros->set_estimates({{0, 64}, {0, 8192}});
-        bias->set_estimates({{0, 8192}});
-        group_size->set_estimate(128);
-        has_zeros->set_estimate(1);
-        has_bias->set_estimate(0);
-        y->set_estimates({{0, 8192}, {0, 1}});
+        estimate_buffers(lanes ? 2 : 1, 1);
 
         // THE SCHEDULE
         if (lanes) constrain_words();
@@ -95,13 +58,9 @@ public:
     }
 
 private:
-    Var p{"p"}, n{"n"}, m{"m"}, g{"g"}, e{"e"}, l{"l"}, c{"c"}, u{"u"};
+    Var p{"p"}, e{"e"}, l{"l"}, c{"c"}, u{"u"};
     Var no{"no"}, ni{"ni"}, nw{"nw"}, nl{"nl"}, nt{"nt"}, mo{"mo"}, mi{"mi"};
     bool lanes = false;
-    Input<Buffer<>> *x = nullptr, *w = nullptr, *scales = nullptr, *zeros = nullptr, *bias = nullptr;
-    Input<int32_t> *group_size = nullptr, *has_zeros = nullptr, *has_bias = nullptr;
-    Output<Buffer<>> *y = nullptr;
-    Func sf{"sf"}, zf{"zf"}, acc{"acc"};
     // The vector lanes' layout: x by lane, each lane's word of W shifted to its part, its nibbles,
     // per-lane sums of x, of x (u - z) per group, and of the scaled groups.
     Func xl{"xl"}, xs{"xs"}, wl{"wl"}, ul{"ul"}, xsum{"xsum"}, dot{"dot"}, lsum{"lsum"};
@@ -112,26 +71,24 @@ private:
     Func lane_sum{"lane_sum"};
     std::vector<Func> lane_tree;
 
-    static Expr decode(ElemType t, Expr bits) { return schedx::decode_to_float(cast<uint32_t>(bits), t); }
-
     // The CPU's and cuda_general's sums: a chunk of 32 elements (4 W words) fills the L lanes
     // of one float vector (8 with AVX2, 16 with AVX-512), lane l taking word l % 4's part l / 4
     // (P = 32 / L nibbles): one 16-byte load of W and one shift per chunk and row. Each lane sums
     // x (u - z) over its elements of a group (-z times the lane's sum of x, computed once per
     // call, as the start), the group's scale multiplies the lanes' sums as a vector, and the
     // lanes are folded once per output, not once per group.
-    void define_vector_sums(Expr G, Expr groups, Expr mc, const std::function<Expr(Expr)> &nc) {
+    void define_vector_sums(Expr G, Expr groups) {
         // At least 8 lanes (two vectors where the target's has 4): P <= 4 nibbles per part keeps
         // u 16^p below 2^16, where the signed conversion is exact.
         L = std::max(8, natural_vector_size<float>());
         P = schedx::w4::kVectorElems / L;
         if (schedx::w4::kVectorElems % L != 0) throw std::invalid_argument("a float vector of 8 or 16 lanes");
         Expr word = 4 * c + l % 4, nib = (l / 4) * P + p;
-        xl(p, l, c, m) = decode(x_type, (*x)(8 * word + nib, mc));
+        xl(p, l, c, m) = decode(x_elem, (*x)(8 * word + nib, x_row(m)));
         // Nibble p of a lane's part is taken in place, u 16^p (an AND and a conversion, no shift
         // per nibble), against x 16^-p: both exact, unless |x| < 2^-114 (fp32's subnormals).
         xs(p, l, c, m) = xl(p, l, c, m) * reinterpret<float>(cast<uint32_t>(127 - 4 * p) << 23);
-        wl(l, c, n) = (*w)(word, nc(n)) >> cast<uint32_t>(4 * P * (l / 4));
+        wl(l, c, n) = (*w)(word, w_row(n)) >> cast<uint32_t>(4 * P * (l / 4));
         ul(p, l, c, n) = cast<float>(cast<int32_t>(wl(l, c, n) & (schedx::u32(0xF) << cast<uint32_t>(4 * p))));
         Expr chunks = G / schedx::w4::kVectorElems;
         rd = RDom(0, P, 0, chunks, "rd");  // a lane's nibble, the group's chunk
@@ -160,11 +117,11 @@ private:
         Expr vectors = kk / kVectorElems;
         Expr chunks = (vectors + 31) / 32;
         Expr vec = min(c * 32 + l, vectors - 1);  // lanes past K re-read the last vector and add 0
-        w_rows(e, l, c, n) = (*w)(vec * (kVectorElems / 8) + e, clamp(n, 0, w->dim(1).extent() - 1));
-        x_rows(e, l, c, m) = (*x)(vec * (kVectorElems / 2) + e, clamp(m, 0, x->dim(1).extent() - 1));
+        w_rows(e, l, c, n) = (*w)(vec * (kVectorElems / 8) + e, w_row(n));
+        x_rows(e, l, c, m) = (*x)(vec * (kVectorElems / 2) + e, x_row(m));
         Expr p = select(e % 8 < 5, e % 8, e % 8 - 3);  // the nibble's position in the (shifted) word
         Expr half = (x_rows(e / 2, l, c, m) >> cast<uint32_t>((e % 2) * 16)) & schedx::u32(0xFFFF);
-        xr(e, l, c, m) = decode(x_type, half);
+        xr(e, l, c, m) = decode(x_elem, half);
         Expr word = w_rows(e / 8, l, c, n);
         Expr src = select(e % 8 < 5, word, word >> 12);
         // 2^23's bits as a value ptxas cannot fold (W's row pitch is at least K / 8 > 0): with two

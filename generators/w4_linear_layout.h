@@ -14,6 +14,11 @@ inline bool valid_group_size(int64_t g) { return g == 32 || g == 64 || g == 128;
 // cuda_gemv: a lane's vector, 32 elements (4 W words: one 16-byte load); K is always whole
 // vectors (a multiple of the group size).
 constexpr int kVectorElems = 32;
+// cuda_mma: a chunk is 32 load_words elements of K (a quad of lanes, load_words W words each:
+// one vector), and every chunk lies in one group, whose sum its mma keeps apart: the kernel
+// takes group sizes of at least one chunk.
+inline bool valid_mma_load_words(int64_t load_words) { return load_words == 1 || load_words == 2 || load_words == 4; }
+inline int64_t mma_chunk_elems(int64_t load_words) { return 32 * load_words; }
 // The symmetric form's zero point: its nibble holds q + 8 (offset binary), q in [-8, 7].
 constexpr float kSymmetricZero = 8.0f;
 

@@ -19,7 +19,7 @@
 namespace schedx {
 namespace {
 
-enum class Family { cpu, gemv, smallbatch, general, dequantize };
+enum class Family { cpu, gemv, smallbatch, mma, general, dequantize };
 
 Family family_of(const Variant &v) {
     if (v.param("stage") == "dequantize") return Family::dequantize;
@@ -27,18 +27,21 @@ Family family_of(const Variant &v) {
     return s == "cpu"               ? Family::cpu
            : s == "cuda_gemv"       ? Family::gemv
            : s == "cuda_smallbatch" ? Family::smallbatch
+           : s == "cuda_mma"        ? Family::mma
                                     : Family::general;
 }
 
-// Hard requirements only, so that exploration measures every candidate: the lane kernels'
-// 16-byte vectors (w4_linear_layout.h) and some K, the CPU tile's rows of x; the dequantize
-// path's workspace of N x K elements within Halide's 32-bit indexing (it takes any row pitch).
+// Hard requirements only, so that exploration measures every candidate: the lane and mma
+// kernels' 16-byte vectors (w4_linear_layout.h) and some K, the mma kernels' group of at least
+// one chunk, the CPU tile's rows of x; the dequantize path's workspace of N x K elements within
+// Halide's 32-bit indexing (it takes any row pitch).
 bool can_run(const Variant &v, const W4LinearCall &c) {
+    const bool vectors = c.k > 0 && aligned16(c.x) && aligned16(c.w) && c.ldx % 8 == 0 && c.ldw % 4 == 0 &&
+                         c.k % w4::kVectorElems == 0;
     switch (family_of(v)) {
     case Family::gemv:
-    case Family::smallbatch:
-        return c.k > 0 && aligned16(c.x) && aligned16(c.w) && c.ldx % 8 == 0 && c.ldw % 4 == 0 &&
-               c.k % w4::kVectorElems == 0;
+    case Family::smallbatch: return vectors;
+    case Family::mma: return vectors && c.group_size >= w4::mma_chunk_elems(v.param_int("load_words", 1));
     case Family::cpu: return c.m >= v.param_int("batch", 1);
     case Family::dequantize: return c.k > 0 && c.n * c.k <= INT32_MAX;
     case Family::general: return true;
@@ -49,13 +52,15 @@ bool can_run(const Variant &v, const W4LinearCall &c) {
 // Untuned, 0 first: M = 1 the GEMV; M = 2..16 the small-batch kernel of the smallest batch B
 // >= M up to 8 (one pass over W per B rows of x), then passes of 8; past M = 16 the dequantize
 // + cuBLAS path, where the general variant ran (2.64 s against bf16 cuBLAS's 816 us at
-// N = K = 8192, M = 4096 on the H200); the general variant last. Not yet timed on a GPU.
+// N = K = 8192, M = 4096 on the H200); the tensor-core kernels (not yet timed) after the lane
+// kernels; the general variant last.
 int untuned_rank(const Variant &v, const W4LinearCall &c) {
     const int64_t batch = c.m <= 2 ? 2 : c.m <= 4 ? 4 : 8;
     switch (family_of(v)) {
     case Family::cpu: return 0;
     case Family::gemv: return c.m == 1 ? 0 : 3;
     case Family::smallbatch: return c.m == 1 ? 1 : v.param_int("batch", 1) == batch ? (c.m <= 16 ? 0 : 1) : 2;
+    case Family::mma: return 3;
     case Family::dequantize: return c.m > 16 ? 0 : 4;
     case Family::general: return 5;
     }

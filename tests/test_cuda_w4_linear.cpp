@@ -11,6 +11,7 @@
 
 #include "cuda_test_support.h"
 #include "w4_linear_case.h"
+#include "w4_linear_layout.h"
 
 using test::DeviceCopy;
 using test::test_stream;
@@ -64,7 +65,11 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
     // The op filter also leaves out w4_linear_epilogue, the cuBLAS path's helper.
     for (const schedx_variant_info &info : test::variant_infos("w4_linear", "cuda")) {
         auto p = test::params_of(info);
-        const bool lanes = p["schedule"] == "cuda_gemv" || p["schedule"] == "cuda_smallbatch";
+        // The lane and tensor-core kernels read 16-byte vectors; the tensor-core ones take a group
+        // of at least one chunk (w4_linear_layout.h).
+        const bool mma = p["schedule"] == "cuda_mma";
+        const bool lanes = p["schedule"] == "cuda_gemv" || p["schedule"] == "cuda_smallbatch" || mma;
+        const int64_t min_group = mma ? schedx::w4::mma_chunk_elems(std::stoi(p["load_words"])) : 0;
         const bool dequantize = p["stage"] == "dequantize";
         CAPTURE(info.name);
         REQUIRE(schedx_force_variant("w4_linear", info.name) == SCHEDX_OK);
@@ -86,6 +91,10 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
                     c.ldx = s.k + (lanes ? 8 : 1);
                     c.ldw = s.k / 8 + (lanes ? 4 : 1);
                     c.ldy = s.n + 3;
+                    if (s.group < min_group) {  // refused, nothing written
+                        CHECK(check(c, seed++).find("status 11") == 0);
+                        continue;
+                    }
                     CHECK(check(c, seed++) == "");
                     CHECK(std::string(schedx_last_variant("w4_linear")) == info.name);
                     // Random values at tight leading dimensions where the reference stays cheap.
@@ -119,7 +128,7 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
         checked++;
     }
     REQUIRE(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
-    if (test::full_variant_list()) CHECK(checked == 27);
+    if (test::full_variant_list()) CHECK(checked == 45);
     MESSAGE("w4_linear CUDA: largest relative error against fp64: " << worst);
 }
 

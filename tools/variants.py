@@ -112,6 +112,8 @@ def schedule_part(op: str, v: Variant) -> str:
             return "gemv" + rows + (f"_warps{g('warps')}" if "warps" in p else "")
         if s == "cuda_smallbatch":
             return f"b{g('batch')}" + rows
+        if s == "cuda_mma":
+            return f"mma_b{g('batch')}{rows}w{g('load_words')}_splitk{g('split_k')}"
         if g("stage") == "dequantize":
             return "dequant_cublas"
         return s + (f"_b{g('batch')}" if "batch" in p else "") + rows

@@ -1,4 +1,4 @@
-// C++ kernels of torch.ops.schedx's cast and w8_linear operators, registered through
+// C++ kernels of torch.ops.schedx's operators, registered through
 // PyTorch's stable ABI (one build serves torch >= 2.10): the call reaches libschedx with
 // no ctypes conversion and allocates its outputs with no Python, so an eager call costs
 // what the dispatcher and the C ABI cost. python/schedx/ops.py defines the schemas and
@@ -459,6 +459,71 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
     w8_into(x, w, scales, bias, out);
 }
 
+// ---- w4_linear ----
+
+// What the C ABI cannot see of a w4_linear call: devices, dtypes and shapes (the Python
+// kernel's checks and messages).
+void check_w4_args(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &zeros,
+                   const std::optional<Tensor> &bias, int64_t group_size) {
+    check_same_device(x, {{&w, "w"}, {&scales, "scales"}, {given(zeros), "zeros"}, {given(bias), "bias"}});
+    if (!half_code(x.scalar_type())) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "x must be bf16 or fp16, got " + dtype_name(x.scalar_type()));
+    }
+    if (x.dim() < 1) fail(SCHEDX_ERR_BAD_SIZE, "x must be [..., K], got a 0-d tensor");
+    if (group_size != 32 && group_size != 64 && group_size != 128) {
+        fail(SCHEDX_ERR_BAD_SIZE, "group_size must be 32, 64 or 128, got " + std::to_string(group_size));
+    }
+    const int64_t k = x.size(x.dim() - 1);
+    if (k % group_size != 0) {
+        fail(SCHEDX_ERR_BAD_SIZE, "K (" + std::to_string(k) + ") must be a multiple of group_size (" +
+                                      std::to_string(group_size) + ")");
+    }
+    const std::string w_text = "w must be int32 [N, " + std::to_string(k / 8) + "] (8 nibbles a word), got ";
+    if (w.scalar_type() != ScalarType::Int) fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, w_text + dtype_name(w.scalar_type()));
+    if (w.dim() != 2 || w.size(1) != k / 8) fail(SCHEDX_ERR_BAD_SIZE, w_text + "shape " + shape_text(w));
+    const int64_t n = w.size(0), groups = k / group_size;
+    const std::string matrix = "(" + std::to_string(n) + ", " + std::to_string(groups) + ")";
+    if (scales.scalar_type() != ScalarType::BFloat16 && scales.scalar_type() != ScalarType::Half) {
+        fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales must be bf16 or fp16 [" + std::to_string(n) + ", " +
+                                               std::to_string(groups) + "], got " + dtype_name(scales.scalar_type()));
+    }
+    const std::initializer_list<std::tuple<const Tensor *, const char *, std::string, int64_t>> operands{
+        {&scales, "scales", matrix, 2}, {given(zeros), "zeros", matrix, 2}, {given(bias), "bias", "(" + std::to_string(n) + ",)", 1}};
+    for (const auto &[t, name, shape, dims] : operands) {
+        if (!t) continue;
+        if (t->scalar_type() != scales.scalar_type()) {
+            fail(SCHEDX_ERR_UNSUPPORTED_DTYPE, std::string(name) + " must have scales' dtype " +
+                                                   dtype_name(scales.scalar_type()) + ", got " +
+                                                   dtype_name(t->scalar_type()));
+        }
+        const bool fits = t->dim() == dims && t->size(0) == n && (dims == 1 || t->size(1) == groups);
+        if (!fits) fail(SCHEDX_ERR_BAD_SIZE, std::string(name) + " must have shape " + shape + ", got " + shape_text(*t));
+    }
+}
+
+Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros, std::optional<Tensor> bias,
+                 int64_t group_size) {
+    check_w4_args(x, w, scales, zeros, bias, group_size);
+    const int64_t k = x.size(x.dim() - 1), n = w.size(0);
+    std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+    shape.back() = n;
+    Tensor y = new_output(x, shape, contiguous_strides(shape), x.scalar_type());
+    const Matrix xm = as_matrix(x), wm = as_matrix(w);
+    if (xm.rows == 0 || n == 0) return y;
+    const Tensor s = torch::stable::contiguous(scales);
+    const std::optional<Tensor> z = zeros ? std::optional<Tensor>(torch::stable::contiguous(*zeros)) : std::nullopt;
+    const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
+    // K = 0 leaves W, the scales and the zero points empty: the C ABI takes NULL for them.
+    check(schedx_w4_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, *half_code(x.scalar_type()),
+                           k ? static_cast<const uint32_t *>(wm.t.const_data_ptr()) : nullptr, n, wm.ld, group_size,
+                           k ? s.const_data_ptr() : nullptr, z && k ? z->const_data_ptr() : nullptr,
+                           *half_code(scales.scalar_type()), b ? b->const_data_ptr() : nullptr, y.mutable_data_ptr(), n,
+                           device, stream));
+    return y;
+}
+
 }  // namespace
 
 // The same kernels for CPU and CUDA tensors: libschedx takes the device as an argument.
@@ -471,6 +536,7 @@ void w8_linear_out(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> bias
     m.impl("quantize_fp8", TORCH_BOX(&quantize_fp8));                                             \
     m.impl("w8_linear", TORCH_BOX(&w8_linear));                                                   \
     m.impl("w8_linear_out", TORCH_BOX(&w8_linear_out));                                           \
+    m.impl("w4_linear", TORCH_BOX(&w4_linear));                                                   \
     m.impl("cast_transpose_fp8.below_autograd", TORCH_BOX(&cast_transpose_fp8));                  \
     m.impl("cast_transpose_fp8_amax.below_autograd", TORCH_BOX(&cast_transpose_fp8_amax));        \
     m.impl("cast_transpose_fp8_current_scaling.below_autograd",                                   \

@@ -31,7 +31,7 @@ docs/pytorch.md's convention table says the same for every op.
 
 Every tensor of a call must be on x's device (the fake implementations check it too, so
 a meta tensor beside real ones raises instead of returning uninitialised outputs).
-w4_linear has only a Python kernel (no C++ one yet). w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
+w8_linear is differentiable in x and bias (dgrad = (grad_y * scales) @ W, W and scales
 frozen); the other ops have no derivative and raise when an input requires grad in a
 grad-enabled region. Both are Python Autograd kernels: outside torch.inference_mode()
 every call through the dispatcher (eager, or torch.compile's code) pays their host time
@@ -381,10 +381,6 @@ def w4_linear(x, w, scales, zeros, bias, group_size):
     return y
 
 
-# No C++ kernel yet: the Python one serves both kernel choices.
-_lib.impl("w4_linear", w4_linear, "CPU")
-_lib.impl("w4_linear", w4_linear, "CUDA")
-
 
 @torch.library.register_fake("schedx::w4_linear")
 def _(x, w, scales, zeros, bias, group_size):
@@ -450,7 +446,8 @@ if kernels == "python":
                        ("cast_transpose_fp8_amax", cast_transpose_fp8_amax),
                        ("cast_transpose_fp8_out", cast_transpose_fp8_out),
                        ("cast_transpose_fp8_current_scaling", cast_transpose_fp8_current_scaling), ("abs_max", abs_max),
-                       ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("quantize_fp8", quantize_fp8)):
+                       ("w8_linear", w8_linear), ("w8_linear_out", w8_linear_out), ("w4_linear", w4_linear),
+                       ("quantize_fp8", quantize_fp8)):
         for _overload in ((_name, f"{_name}.below_autograd") if _name in BELOW_AUTOGRAD else (_name,)):
             _lib.impl(_overload, _fn, "CPU")
             _lib.impl(_overload, _fn, "CUDA")

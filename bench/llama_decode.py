@@ -7,8 +7,11 @@ coordinate-descent tuning (gpt-fast's generate.py settings), for each weight for
   gpt-fast   gpt-fast's WeightOnlyInt8Linear formulation: F.linear(x, W.to(x.dtype)) * scales
   schedx     schedx.nn.Int8WeightOnlyLinear (torch.ops.schedx.w8_linear)
   torchao    torchao's Int8WeightOnlyConfig (quantize_) over the bf16 model
+  schedx-int4   schedx.nn.Int4WeightOnlyLinear, symmetric, group 128 (torch.ops.schedx.w4_linear)
+  torchao-int4  torchao's Int4WeightOnlyConfig(group_size=128), tinygemm's packing (tile_packed_to_4d)
   <form>+pass  that form's model, unchanged, compiled with schedx.inductor enabled
 Every nn.Linear is converted, the output head included (as gpt-fast's int8 handler does).
+(The int4 forms quantize the weights themselves: the same bf16 weights, different rounding.)
 Reports tokens/s per batch size and the weight bytes read per second against a read of
 the same number of bytes (torch.amax over a buffer of that size) in the same process.
 
@@ -30,6 +33,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import schedx.inductor  # noqa: E402
 import schedx.nn as snn  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
+
+
+INT4_GROUP = 128  # issue 50's decode target: group 128
 
 
 class Config:
@@ -210,9 +216,16 @@ def main():
         if any(f.startswith("torchao") for f in forms):
             import copy
 
-            from torchao.quantization import Int8WeightOnlyConfig, quantize_
+            from torchao.quantization import Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_
             models["torchao"] = copy.deepcopy(base)
             quantize_(models["torchao"], Int8WeightOnlyConfig())
+            if "torchao-int4" in forms:
+                models["torchao-int4"] = copy.deepcopy(base)
+                quantize_(models["torchao-int4"],
+                          Int4WeightOnlyConfig(group_size=INT4_GROUP, int4_packing_format="tile_packed_to_4d"))
+        if "schedx-int4" in forms:
+            import copy
+            models["schedx-int4"] = snn.convert_to_int4_weight_only(copy.deepcopy(base), INT4_GROUP)
         if any(f.split("+")[0] in ("gpt-fast", "schedx") for f in forms):
             import copy
             q8 = copy.deepcopy(base)
@@ -243,7 +256,8 @@ def main():
                          f"{t_compile:.0f}"])
             print(rows[-1], flush=True)
         for num, den in (("schedx", "gpt-fast"), ("gpt-fast+pass", "schedx"), ("torchao+pass", "schedx"),
-                         ("torchao+pass", "torchao"), ("schedx", "bf16")):
+                         ("torchao+pass", "torchao"), ("schedx", "bf16"), ("schedx-int4", "schedx"),
+                         ("schedx-int4", "torchao-int4")):
             if num in res and den in res:
                 rows.append([batch, f"{num} / {den}", "", f"{res[num] / res[den]:.2f}x", "", "", "", "", ""])
         del models, base

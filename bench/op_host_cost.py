@@ -2,8 +2,8 @@
 
 Back-to-back calls on small shapes (the GPU keeps up, so the host is what is measured),
 median of 7 rounds of 400 calls, the paths of one call alternated over 3 rounds (the
-least kept): torch.ops.schedx.w8_linear and the cast operators (current scaling in one op
-against its steps as separate ops) with their C++ kernels
+least kept): torch.ops.schedx.w8_linear, w4_linear and the cast operators (current scaling
+in one op against its steps as separate ops) with their C++ kernels
 (libschedx_torch.so, where built) and the same schemas served by the Python kernels
 (registered here under schedx_bench), the Python kernel without the dispatcher, the raw
 C ABI through ctypes, and eager PyTorch on the same tensors; then, on CUDA, the
@@ -34,8 +34,10 @@ _bench_lib = torch.library.Library("schedx_bench", "DEF")
 _bench_lib.define("w8_linear_py(Tensor x, Tensor w, Tensor scales, Tensor? bias=None) -> Tensor")
 _bench_lib.define("cast_transpose_fp8_py(Tensor x, Tensor scale, ScalarType dtype) -> (Tensor rows, Tensor cols)")
 _bench_lib.define("abs_max_py(Tensor x) -> Tensor")
+_bench_lib.define("w4_linear_py(Tensor x, Tensor w, Tensor scales, Tensor? zeros, Tensor? bias, int group_size) -> Tensor")
 for _key in ("CPU", "CUDA"):
     _bench_lib.impl("w8_linear_py", schedx.ops.w8_linear, _key)
+    _bench_lib.impl("w4_linear_py", schedx.ops.w4_linear, _key)
     _bench_lib.impl("cast_transpose_fp8_py", schedx.ops.cast_transpose_fp8, _key)
     _bench_lib.impl("abs_max_py", schedx.ops.abs_max, _key)
 
@@ -99,6 +101,21 @@ def main():
             for _ in range(100):
                 op(x, w, s)
         rows.append([rows[0][0], "100 calls in a CUDA graph, per call of a replay", per_call_us(graph.replay, 20) / 100])
+
+    # w4_linear, symmetric, the largest group that divides K.
+    group = max(g for g in (32, 64, 128) if nk % g == 0)
+    w4 = snn.Int4WeightOnlyLinear.from_linear(torch.nn.Linear(nk, nk, bias=False, device=dev, dtype=torch.bfloat16),
+                                             group)
+    w4_args = (x, w4.weight, w4.scales, None, None, group)
+    with torch.inference_mode():
+        w4_inf = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in w4_args)
+    rows += alternated(f"w4_linear M=1 N=K={nk} group {group}", [
+        ("eager F.linear on bf16 W", lambda: F.linear(x, wd)),
+        (f"torch.ops.schedx.w4_linear, {kernel}", lambda: torch.ops.schedx.w4_linear(*w4_args)),
+        (f"torch.ops.schedx.w4_linear on inference tensors (no Autograd kernel), {kernel}",
+         lambda: torch.ops.schedx.w4_linear(*w4_inf)),
+        ("the same schema with the Python kernel (schedx_bench)", lambda: torch.ops.schedx_bench.w4_linear_py(*w4_args)),
+    ])
 
     m = k = args.mk
     xc = torch.randn(m, k, device=dev, dtype=torch.bfloat16)

@@ -6,7 +6,8 @@
 # The device copy of the tree has no .git: pass SCHEDX_COMMIT so the tables name it.
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels] [inductor] [decode_pass] [hf_generate]
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax] [w4] (issue 50: w4_linear explored, bench/w4_linear.py)  (the last three need torchao on PYTHONPATH for train;
-#   DECODE_ARGS e.g. "--layers 4 --batches 1,2")
+#   DECODE_ARGS e.g. "--layers 4 --batches 1,2"; "--forms schedx,schedx-int4,torchao-int4": issue 50's int4 decode)
+#   [w4mma] (issue 50: the tensor-core w4 kernels tested, under memcheck, timed against the lane kernels and torchao)
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [pending] (what was built or changed without a GPU run: forced tests, memcheck, timed where explore
 #   can; one device call) [divide] (issue 45: the CUDA divide variants, tested, under memcheck, timed)
@@ -102,6 +103,24 @@ for step in $steps; do
         build/tests/schedx_cuda_quantize_tests -tc="every CUDA quantize_fp8 variant*" \
         > "$out/pending_sanitizer_memcheck_quantize.log" 2>&1 || rc=1
       tail -n 3 "$out/pending_sanitizer_memcheck_quantize.log" ;;
+    w4mma)  # issue 50: the tensor-core w4 kernels (cuda_mma) and cuda_general's new code, never run on a GPU
+      # when built: forced against fp64 (one stream pass), under memcheck, timed after a dirty L2 beside the
+      # lane kernels and dequantize + cuBLAS (explore), then bench/w4_linear.py with that tuning database
+      # (dispatch takes the fastest timed) against torchao's int4 and gpt-fast's.
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS="mma|general" timeout "${TEST_TIMEOUT:-280}" build/tests/schedx_cuda_w4_tests \
+        > "$out/w4mma_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/w4mma_tests.log"
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=mma timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
+        build/tests/schedx_cuda_w4_tests -tc="every CUDA*" > "$out/w4mma_sanitizer_memcheck.log" 2>&1 || rc=1
+      tail -n 3 "$out/w4mma_sanitizer_memcheck.log"
+      timeout 200 build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" \
+        --variants mma,b4_r4,b8_r4,gemv_r4,dequant --configs bf16 \
+        --shapes 4x8192x8192,8x8192x8192,16x8192x8192,16x14336x4096,32x8192x8192,64x8192x8192 \
+        --csv "$out/explore_w4mma.csv" > "$out/explore_w4mma.md" 2> "$out/explore_w4mma.err" || rc=1
+      grep -h -A4 "^| rank\|dispatch chose" "$out/explore_w4mma.md"
+      (SCHEDX_TUNING_DB=$out/tuning.jsonl SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${BENCH_TIMEOUT:-200}" \
+         python3 bench/w4_linear.py 4x8192x8192 8x8192x8192 16x8192x8192 32x8192x8192 > "$out/w4mma_bench.log" 2>&1) || rc=1
+      tail -n 12 "$out/w4mma_bench.log" ;;
     divide)  # issue 45's scale by divide (x / s, IEEE fp32): the CUDA divide variants forced, bit for bit on
       # every bf16 and fp16 pattern with divisors where x * (1 / s) gives other codes, under memcheck,
       # then timed beside the multiply cast in one explore run (dispatch checked for each).

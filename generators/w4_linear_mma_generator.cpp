@@ -7,6 +7,7 @@
 // s sum x (u - z). The bias M0 rides in the fp32 sum: products are exact, and a group's sum
 // carries about log2(M0 + 15) bits more magnitude than sum x (u - z) (8 of fp32's 24 for bf16, 11
 // for fp16), still more than the output's 8 or 11 bits beyond its rounding.
+#include "mma_by_definition.h"
 #include "ptx_extern.h"
 #include "w4_linear_algorithm.h"
 
@@ -24,6 +25,9 @@ public:
     GeneratorParam<int> batch{"batch", 8};                    // rows m per warp, 8 per tile
     GeneratorParam<int> load_words{"load_words", 4};          // W words per row and lane per chunk
     GeneratorParam<int> split_k{"split_k", 1};                // warps sharing K by groups, summed in shared memory
+    // The algorithm with Halide's default schedule: tests build it for the CPU, where the mma is
+    // computed by its definition (tests/test_w4_linear_cpu.cpp). No variant sets it.
+    GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     void configure() {
         if (std::string(sched) != "cuda_mma") throw std::invalid_argument("unknown schedule " + std::string(sched));
@@ -45,15 +49,16 @@ public:
 
         // THE SCHEDULE
         constrain_words();
-        schedule_cuda_mma();
+        if (!default_schedule) schedule_cuda_mma();
     }
 
 private:
-    Var e{"e"}, l{"l"}, s{"s"}, h{"h"}, kv{"kv"}, c{"c"}, nt{"nt"}, mt{"mt"}, gi{"gi"};
+    Var e{"e"}, l{"l"}, s{"s"}, h{"h"}, kv{"kv"}, c{"c"}, u{"u"}, nt{"nt"}, mt{"mt"}, gi{"gi"};
     Var no{"no"}, ni{"ni"}, nw{"nw"}, mo{"mo"}, mi{"mi"};
-    // A lane's W and x words of a chunk; a group's D floats per tile (the tile past W's, nt =
-    // NT, holds X); a part's scaled sums; the parts in shared memory.
+    // A lane's W and x words of a chunk; a group's D floats per tile (u = 0: sum x (M0 + u); u = 1:
+    // the X sums); a part's scaled sums; the parts in shared memory.
     Func w_rows{"w_rows"}, x_rows{"x_rows"}, dfrag{"dfrag"}, part{"part"}, parts{"parts"};
+    Func a_words{"a_words"}, b_words{"b_words"};  // a lane's A and B fragment words of an mma
     RDom rk, rg;
 
     Expr magic_pair;  // M0's bits in both halves, where a nibble's value lands in the low mantissa bits
@@ -72,7 +77,7 @@ private:
     // 2q, 2q + 4 into a0 (one LOP3 pair) and 2q + 1, 2q + 5 into a2, and B the same k of x, two
     // PRMTs of the word's 16-byte x vector (x words 4 kv + q and 4 kv + q + 2).
     void define_mma_sums() {
-        const int LW = load_words, S = split_k, NT = rows_per_warp / 16;
+        const int LW = load_words, S = split_k;
         // As a value ptxas cannot fold (W's row pitch is at least K / 8 > 0): with both constants
         // immediate, the AND and the OR took a LOP3 each.
         magic_pair = select(w->dim(1).stride() > 0, schedx::u32(x_elem == ElemType::fp16 ? 0x64006400u : 0x43004300u),
@@ -88,38 +93,48 @@ private:
         Expr groups = scales->dim(0).extent();
         rk = RDom({{0, LW}, {0, 2}, {0, chunks_per_group}}, "rk");
         Expr chunk = gi * chunks_per_group + rk.z;
-        Expr q = rk.y;
-        Expr upper = w_rows(rk.x, 0, l, chunk, min(nt, NT - 1)), lower = w_rows(rk.x, 1, l, chunk, min(nt, NT - 1));
+        // Word i of lane l's A fragment for W word kv, half q of chunk c, tile nt: a0 / a1 (rows g, g + 8)
+        // take nibbles 2q and 2q + 4, a2 / a3 nibbles 2q + 1 and 2q + 5; the X sums' (u = 1) are ones.
+        Var i("i"), q("q");
         const Expr ones = schedx::u32(x_elem == ElemType::fp16 ? 0x3C003C00u : 0x3F803F80u);
-        // a0 / a1 take nibbles 2q and 2q + 4 (second = 0), a2 / a3 nibbles 2q + 1 and 2q + 5.
-        auto a_word = [&](Expr word, int second) {
-            Expr pair = select(q == 0, nibble_pair(word, second), nibble_pair(word, 2 + second));
-            return select(nt == NT, ones, pair);
-        };
-        const std::vector<Expr> a = {a_word(upper, 0), a_word(lower, 0), a_word(upper, 1), a_word(lower, 1)};
-        Expr xa = x_rows(4 * rk.x + q, l, chunk, mt), xb = x_rows(4 * rk.x + q + 2, l, chunk, mt);
-        const std::vector<Expr> b = {schedx::prmt(xa, xb, schedx::u32(0x5410)), schedx::prmt(xa, xb, schedx::u32(0x7632))};
+        Expr word = w_rows(kv, i % 2, l, c, nt);
+        Expr pair = select(q == 0, select(i < 2, nibble_pair(word, 0), nibble_pair(word, 1)),
+                           select(i < 2, nibble_pair(word, 2), nibble_pair(word, 3)));
+        a_words(i, l, kv, q, c, u, nt) = select(u == 1, ones, pair);
+        // Word i of its B fragment: the same k of x, low halves (i = 0) or high halves of x words
+        // 4 kv + q and 4 kv + q + 2.
+        Expr xa = x_rows(4 * kv + q, l, c, mt), xb = x_rows(4 * kv + q + 2, l, c, mt);
+        Expr sel = select(i == 0, schedx::u32(0x5410), schedx::u32(0x7632));
+        b_words(i, l, kv, q, c, mt) = get_target().has_gpu_feature() ? schedx::prmt(xa, xb, sel) : schedx::prmt_by_shifts(xa, xb, sel);
+        auto a = [&](int word_index, Expr lane) { return a_words(word_index, lane, rk.x, rk.y, chunk, u, nt); };
+        auto b = [&](int word_index, Expr lane) { return b_words(word_index, lane, rk.x, rk.y, chunk, mt); };
         // A fifth float, never read, sums the old four outside any call (as in
         // w8_linear_mma_generator.cpp: Halide 21's tuple split orders an update's stores by its
         // values' reads outside call arguments only).
-        dfrag(l, gi, nt, mt) = Tuple(0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
-        Tuple old = Tuple(dfrag(l, gi, nt, mt));
-        std::vector<Expr> sum =
-            schedx::ptx_mma_m16n8k16(a, b, {old[0], old[1], old[2], old[3]}, x_elem == ElemType::fp16);
+        dfrag(l, gi, u, nt, mt) = Tuple(0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+        Tuple old = Tuple(dfrag(l, gi, u, nt, mt));
+        const std::vector<Expr> c_in = {old[0], old[1], old[2], old[3]};
+        std::vector<Expr> sum;
+        if (get_target().has_gpu_feature()) {
+            sum = schedx::ptx_mma_m16n8k16({a(0, l), a(1, l), a(2, l), a(3, l)}, {b(0, l), b(1, l)}, c_in,
+                                           x_elem == ElemType::fp16);
+        } else {
+            sum = schedx::mma_m16n8k16_by_definition(a, b, c_in, l, [&](Expr bits) { return decode(x_elem, bits); });
+        }
         sum.push_back(old[0] + old[1] + old[2] + old[3]);
-        dfrag(l, gi, nt, mt) = Tuple(sum);
+        dfrag(l, gi, u, nt, mt) = Tuple(sum);
 
         // D's float e of lane l is row l / 4 + 8 (e / 2), column 2 (l % 4) + e % 2 of its tile.
         rg = RDom(0, (groups + S - 1) / S, "rg");
         Expr group = rg * S + s;
         Expr gc = min(group, groups - 1);
-        auto d = [&](Expr tile) {
-            Tuple t = Tuple(dfrag(l, gc, tile, mt));
+        auto d = [&](int sums) {
+            Tuple t = Tuple(dfrag(l, gc, sums, nt, mt));
             return mux(e, {t[0], t[1], t[2], t[3]});
         };
         Expr row = nt * 16 + l / 4 + 8 * (e / 2);
         Expr sc = sf(gc, row);
-        Expr term = sc * d(nt) - sc * (magic() + zf(gc, row)) * d(NT);
+        Expr term = sc * d(0) - sc * (magic() + zf(gc, row)) * d(1);
         part(e, l, s, nt, mt) = 0.0f;
         part(e, l, s, nt, mt) += select(group < groups, term, 0.0f);
 
@@ -170,12 +185,11 @@ private:
             .unroll(ntl)
             .gpu_blocks(no, mo)
             .gpu_threads(lane);
-        // From 0, so that each tile's index is a constant in the unrolled loops.
         parts.bound(e, 0, 4)
             .bound(l, 0, 32)
             .bound(s, 0, S)
-            .bound(nt, 0, NT)
-            .bound(mt, 0, MT)
+            .bound_extent(nt, NT)
+            .bound_extent(mt, MT)
             .reorder(e, nt, mt, l, s)
             .unroll(e)
             .unroll(nt)
@@ -185,22 +199,33 @@ private:
         part.compute_at(parts, s)
             .bound(e, 0, 4)
             .bound(l, 0, 32)
-            .bound(nt, 0, NT)
-            .bound(mt, 0, MT)
+            .bound_extent(nt, NT)
+            .bound_extent(mt, MT)
             .reorder(e, nt, mt, l, s)
             .unroll(e)
             .unroll(nt)
             .unroll(mt)
             .gpu_lanes(l);
         part.update().reorder(e, nt, mt, l, rg, s).unroll(e).unroll(nt).unroll(mt).gpu_lanes(l);
+        // u from 0, so that the X sums' ones are a constant in the unrolled loop (with a runtime
+        // start Halide kept select(u == 1, ones, pair) as 32 SELs per chunk).
         dfrag.compute_at(part, rg)
             .bound(l, 0, 32)
-            .bound(nt, 0, NT + 1)
-            .bound(mt, 0, MT)
+            .bound(u, 0, 2)
+            .bound_extent(nt, NT)
+            .bound_extent(mt, MT)
+            .unroll(u)
             .unroll(nt)
             .unroll(mt)
             .gpu_lanes(l);
-        dfrag.update().reorder(mt, nt, rk.x, rk.y, rk.z, l).unroll(mt).unroll(nt).unroll(rk.y).unroll(rk.x).gpu_lanes(l);
+        dfrag.update()
+            .reorder(mt, u, nt, rk.x, rk.y, rk.z, l)
+            .unroll(mt)
+            .unroll(u)
+            .unroll(nt)
+            .unroll(rk.y)
+            .unroll(rk.x)
+            .gpu_lanes(l);
         w_rows.compute_at(dfrag, rk.z)
             .store_in(MemoryType::Register)
             .bound_extent(kv, load_words)

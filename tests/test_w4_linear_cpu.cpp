@@ -12,6 +12,8 @@
 #include "validate.h"
 #include "w4_lanes_bf16.h"
 #include "w4_lanes_fp16.h"
+#include "w4_mma_bf16.h"
+#include "w4_mma_fp16.h"
 #include "w4_linear_call.h"
 #include "w4_linear_case.h"
 
@@ -216,6 +218,50 @@ TEST_CASE("w4_linear lane layout on the CPU: vectors, groups, rows past N, lanes
                     CAPTURE(zeros);
                     W4Case c{m, nkg[0], nkg[1], nkg[2], nkg[1] + 8, nkg[1] / 8 + 4, 0, lib.x, lib.s, zeros, zeros};
                     CHECK(check(c, seed++, run) == "");
+                }
+            }
+        }
+    }
+}
+
+// The CUDA tensor-core kernels' algorithm (nibble pairs into M0's mantissa, the k slots of each
+// mma, the X tile of ones, each group's sums scaled apart, split parts, tiles past N and M) built
+// for the CPU with each mma computed by its definition, through the runtime's binding.
+TEST_CASE("w4_linear tensor-core algorithm on the CPU: fragments, groups, split parts, tiles past N and M") {
+    const struct {
+        test::CheckLibrary library;
+        schedx_dtype x, s;
+        std::vector<std::array<int64_t, 3>> nkg;  // N, K, group: groups of at least one chunk
+    } libs[] = {
+        // 16 rows a tile, chunks of 128 (load_words 4), 3 parts: one group (two parts add zeros), 4 groups.
+        {SCHEDX_CHECK_LIBRARY(w4_mma_bf16), SCHEDX_BF16, SCHEDX_BF16, {{1, 128, 128}, {17, 512, 128}, {40, 384, 128}}},
+        // 32 rows a warp, chunks of 32 (load_words 1), 2 parts: every group size, odd group counts.
+        {SCHEDX_CHECK_LIBRARY(w4_mma_fp16), SCHEDX_FP16, SCHEDX_FP16, {{5, 96, 32}, {33, 192, 64}, {70, 384, 128}}},
+    };
+    uint32_t seed = 700;
+    for (const auto &lib : libs) {
+        const schedx::Variant v = test::check_library_variant(lib.library, "w4_linear");
+        const W4Runner run = [&v](const W4Case &c, W4Buffers &b) {
+            const schedx::W4LinearCall call_args{b.x->data(), c.m, c.k, c.ldx, b.w->as<uint32_t>(), c.n, c.ldw, c.group,
+                                                 b.scales->data(), c.zeros ? b.zeros->data() : nullptr,
+                                                 c.bias ? b.bias->data() : nullptr, b.y->data(), c.ldy};
+            schedx::PipelineCall call(v, nullptr);
+            schedx::bind_w4_linear(call, call_args, nullptr);
+            return call.run();
+        };
+        for (const auto &nkg : lib.nkg) {
+            for (bool zeros : {false, true}) {
+                for (int64_t m : {1, 9, 17}) {  // one row, past a tile of 8, past 16
+                    for (bool integer : {true, false}) {
+                        CAPTURE(lib.library.name);
+                        CAPTURE(nkg[0]);
+                        CAPTURE(nkg[1]);
+                        CAPTURE(zeros);
+                        CAPTURE(m);
+                        W4Case c{m, nkg[0], nkg[1], nkg[2], nkg[1] + 8, nkg[1] / 8 + 4, nkg[0] + 1, lib.x, lib.s, zeros, zeros};
+                        c.integer = integer;
+                        CHECK(check(c, seed++, run) == "");
+                    }
                 }
             }
         }

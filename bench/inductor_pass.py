@@ -4,6 +4,8 @@
              torch.compile default mode, at 4096^2, 8192^2 and 16384x4096 (bf16 x)
   w8         gpt-fast's WeightOnlyInt8Linear forward (8192 x 8192, bf16) under
              torch.compile(mode="reduce-overhead") with coordinate-descent tuning, M = 1..16
+  w4         gpt-fast's WeightOnlyInt4Linear forward (torch's int4pack, group 128, 8192 x 8192)
+             the same way, with freezing on in both compiles (the pass repacks constants)
 Each program is compiled twice (pass off, pass on: two separate compiles with the FX graph
 cache off), then both are timed in turn, ROUNDS rounds, with triton.testing.do_bench (which
 flushes L2 before each call), medians; the ratio is off / on. Beside it, per call: the GPU time
@@ -49,6 +51,30 @@ class WeightOnlyInt8Linear(torch.nn.Module):
 
     def forward(self, x):
         return F.linear(x, self.weight.to(dtype=x.dtype)) * self.scales
+
+
+class WeightOnlyInt4Linear(torch.nn.Module):
+    """gpt-fast's module: torch's int4pack weight (inner k tiles 8), scales_and_zeros [K/g, N, 2]
+    bf16, aten._weight_int4pack_mm; the weight is (u - 8) * s + zero."""
+
+    def __init__(self, n, k, group_size=128):
+        super().__init__()
+        self.u = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
+        s = torch.rand(k // group_size, n, device="cuda") / 64 + 1e-3
+        zero = (8 - torch.rand(k // group_size, n, device="cuda") * 15) * s  # gpt-fast: min + 8 s
+        self.register_buffer("weight", torch.ops.aten._convert_weight_to_int4pack(
+            (self.u[:, ::2] << 4 | self.u[:, 1::2]).to(torch.uint8), 8))
+        self.register_buffer("scales_and_zeros", torch.stack([s, zero], -1).to(torch.bfloat16))
+        self.group_size, self.out_features = group_size, n
+
+    def forward(self, x):
+        y = torch.ops.aten._weight_int4pack_mm(x.reshape(-1, x.shape[-1]), self.weight, self.group_size,
+                                               self.scales_and_zeros)
+        return y.reshape(x.shape[:-1] + (self.out_features,))
+
+    def reference(self, x):
+        s, zero = (self.scales_and_zeros[..., i].double().repeat_interleave(self.group_size, 0) for i in (0, 1))
+        return x.double() @ ((self.u.double().t() - 8) * s + zero)
 
 
 def own_code(fn):
@@ -125,15 +151,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096x4096,8192x8192,16384x4096")
     ap.add_argument("--ms", default="1,2,4,8,16")
+    ap.add_argument("--sections", default="pattern1,w8,w4")
     ap.add_argument("--out")
     ap.add_argument("--commit")
     args = ap.parse_args()
     torch._inductor.config.fx_graph_cache = False
     torch._dynamo.config.cache_size_limit = 1024
     env = environment(args)
-    rows1, rows2 = [], []
+    rows1, rows2, rows3 = [], [], []
+    sections = args.sections.split(",")
     scale = torch.tensor([2.0], device="cuda")
-    for shape in args.shapes.split(","):
+    for shape in args.shapes.split(",") if "pattern1" in sections else []:
         m, k = (int(v) for v in shape.split("x"))
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         fns, fired = compile_both(test_pattern1, (x, scale))
@@ -147,7 +175,7 @@ def main():
         print(rows1[-1], flush=True)
     torch._inductor.config.coordinate_descent_tuning = True
     mod = WeightOnlyInt8Linear(8192, 8192)
-    for m in (int(v) for v in args.ms.split(",")):
+    for m in (int(v) for v in args.ms.split(",")) if "w8" in sections else []:
         x = torch.randn(m, 8192, device="cuda").to(torch.bfloat16)
         with torch.no_grad():
             fns, fired = compile_both(mod, (x,), mode="reduce-overhead", fullgraph=True)
@@ -159,6 +187,18 @@ def main():
                           f"{8192 * 8192 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
                          + breakdown(fns, (x,)))
         print(rows2[-1], flush=True)
+    mod4 = WeightOnlyInt4Linear(8192, 8192)
+    for m in (int(v) for v in args.ms.split(",")) if "w4" in sections else []:
+        x = torch.randn(m, 8192, device="cuda").to(torch.bfloat16)
+        with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+            fns, fired = compile_both(mod4, (x,), mode="reduce-overhead", fullgraph=True)
+            ref = mod4.reference(x)
+            err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
+            t = alternate(fns, (x,))
+            rows3.append([m, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x",
+                          f"{8192 * 8192 / 2 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
+                         + breakdown(fns, (x,)))
+        print(rows3[-1], flush=True)
     write_report("schedx.inductor on unchanged programs", env, [
         f"Each program compiled without and with the pass, timed in turn ({ROUNDS} rounds of "
         "triton.testing.do_bench, L2 flushed before each call), medians in us; ratio = without / with.", "",
@@ -167,7 +207,11 @@ def main():
         md_table(["M x K", "without us", "with us", "speed-up", "GB/s with", "rewritten", "equal"] + EXTRA, rows1), "",
         "gpt-fast's WeightOnlyInt8Linear, N = K = 8192, bf16, mode='reduce-overhead', coordinate-descent tuning; "
         "GB/s over the int8 weight; error = max |y - fp64 reference| / max |reference|, without / with:", "",
-        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows2), ""],
+        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows2), "",
+        "gpt-fast's WeightOnlyInt4Linear (torch's int4pack, group 128), N = K = 8192, bf16, the same settings with "
+        "freezing on in both compiles; GB/s over the 4-bit weight; error as above, against the format's own "
+        "(u - 8) * s + zero:", "",
+        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows3), ""],
         args.out)
 
 

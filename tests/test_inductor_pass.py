@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import unittest
+import unittest.mock
 
 os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
 # A cache of this run's own: the cache-key test needs to know what it holds.
@@ -26,6 +27,7 @@ if torch is not None:
     from torch._inductor.custom_graph_pass import CustomGraphPass
     from torch._inductor.utils import run_and_get_code
 
+    import schedx.int4
     import schedx.inductor as si
     from schedx.inductor import Pattern
 
@@ -460,6 +462,101 @@ class W8Test(PassCase):
                 # torchao stores fp32 scales and converts them per call: schedx reads them as stored
                 self.assertIn("scales float32", report.rewrites[0].detail)
                 torch.testing.assert_close(y.float(), eager.float(), rtol=2e-2, atol=2e-2 * eager.abs().max().item())
+
+
+class GptFastInt4Linear(torch.nn.Module if torch is not None else object):
+    """gpt-fast's weight-only int4 linear as its users write it: torch's int4pack weight (each
+    device packs its own way), scales_and_zeros [K/g, N, 2], weight (u - 8) * s + zero."""
+
+    def __init__(self, n, k, group_size, device, zero_scale=1.0):
+        super().__init__()
+        g = torch.Generator().manual_seed(n + k + group_size)
+        self.u = torch.randint(0, 16, (n, k), dtype=torch.int32, generator=g)
+        if device == "cuda":
+            packed = torch.ops.aten._convert_weight_to_int4pack(
+                (self.u[:, ::2] << 4 | self.u[:, 1::2]).to(torch.uint8).to(device), 8)
+        else:
+            packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.u, 2)
+        s = torch.rand(k // group_size, n, generator=g) / 64 + 1e-3
+        # gpt-fast's min-max rule puts zero at min + 8 s: z = 8 - zero / s lies in 0..15, off the integers
+        zero = (8 - torch.rand(k // group_size, n, generator=g) * 15) * s * zero_scale
+        self.register_buffer("weight", packed)
+        self.register_buffer("scales_and_zeros", torch.stack([s, zero], -1).to(torch.bfloat16).to(device))
+        self.group_size, self.out_features = group_size, n
+
+    def forward(self, x):
+        mm = torch.ops.aten._weight_int4pack_mm if x.is_cuda else torch.ops.aten._weight_int4pack_mm_for_cpu
+        y = mm(x.reshape(-1, x.shape[-1]), self.weight, self.group_size, self.scales_and_zeros)
+        return y.reshape(x.shape[:-1] + (self.out_features,))
+
+    def reference_weight(self):
+        """[N, K] float64: (u - 8) * s + zero, the format's own dequantization."""
+        s, zero = (self.scales_and_zeros[..., i].double().cpu().repeat_interleave(self.group_size, 0).t()
+                   for i in (0, 1))
+        return (self.u.double() - 8) * s + zero
+
+
+@needs_torch
+class W4Test(PassCase):
+    """gpt-fast's int4 module, unchanged, compiled with freezing: its int4pack constants are
+    repacked at compile time and the product runs as w4_linear."""
+
+    def frozen(self, fn, x, freezing=True):
+        torch._dynamo.reset()
+        with torch.no_grad(), torch._inductor.config.patch(freezing=freezing):
+            return self.compiled(fn, x)
+
+    def test_gpt_fast_int4_frozen(self):
+        for shape, n, group_size in (((1, 256), 64, 128), ((5, 256), 48, 64), ((2, 3, 128), 32, 32)):
+            with self.subTest(shape=shape, n=n, group_size=group_size):
+                mod = GptFastInt4Linear(n, shape[-1], group_size, DEVICE)
+                x = torch.randn(shape, dtype=torch.bfloat16, device=DEVICE)
+                y, report = self.frozen(mod, x)
+                self.assertEqual(report.count(Pattern.W4_LINEAR), 1, report)
+                self.assertIn(f"group {group_size}, asymmetric", report.rewrites[0].detail)
+                w = mod.reference_weight()
+                ref = x.double().cpu() @ w.t()
+                # schedx's own bound (bf16 y, fp32 sums) plus its rounded zero points: each weight
+                # within 2^-8 |z| s of the format's (schedx.int4.repack_int4pack)
+                s = mod.scales_and_zeros[..., 0].double().cpu().repeat_interleave(group_size, 0).t()
+                moved = 2 ** -8 * ((8 * s - (w - (mod.u.double() - 8) * s)).abs())
+                bound = 2 ** -8 * ref.abs() + x.double().abs().cpu() @ (moved + 1e-5 * w.abs()).t()
+                self.assertEqual((y.dtype, y.shape), (torch.bfloat16, ref.shape))
+                err = (y.double().cpu() - ref).abs()
+                self.assertTrue(bool((err <= bound).all()), f"largest error {float(err.max())}")
+
+    def test_symmetric_when_every_zero_is_zero(self):
+        mod = GptFastInt4Linear(32, 128, 64, DEVICE, zero_scale=0.0)
+        x = torch.randn(3, 128, dtype=torch.bfloat16, device=DEVICE)
+        y, report = self.frozen(mod, x)
+        self.assertIn("symmetric", report.rewrites[0].detail)
+        self.assertNotIn("asymmetric", report.rewrites[0].detail)
+        ref = x.double().cpu() @ mod.reference_weight().t()
+        torch.testing.assert_close(y.double().cpu(), ref, rtol=2 ** -8, atol=1e-5 * ref.abs().max().item())
+
+    def test_weights_as_inputs_left_alone(self):
+        """Without freezing the weights are graph inputs, which the pass cannot repack once: it
+        says so, and the program runs as Inductor compiles it."""
+        mod = GptFastInt4Linear(32, 128, 64, DEVICE)
+        x = torch.randn(2, 128, dtype=torch.bfloat16, device=DEVICE)
+        y, report = self.frozen(mod, x, freezing=False)
+        self.assertEqual(report.rewrites, [])
+        self.assertTrue(any("freezing" in s.reason for s in report.skips), report)
+        with torch.no_grad():
+            self.assertTrue(torch.equal(y, mod(x)))
+
+    def test_shared_weight_repacked_once(self):
+        mod = GptFastInt4Linear(32, 128, 32, DEVICE)
+
+        def twice(x):
+            return mod(x) + mod(x * 2)
+        x = torch.randn(4, 128, dtype=torch.bfloat16, device=DEVICE)
+        with unittest.mock.patch.object(schedx.int4, "repack_int4pack", wraps=schedx.int4.repack_int4pack) as repack:
+            y, report = self.frozen(twice, x)
+        self.assertEqual(report.count(Pattern.W4_LINEAR), 2, report)
+        self.assertEqual(repack.call_count, 1)
+        ref = x.double().cpu() @ mod.reference_weight().t() * 3
+        torch.testing.assert_close(y.double().cpu(), ref, rtol=2 ** -6, atol=2 ** -6 * ref.abs().max().item())
 
 
 @needs_torch

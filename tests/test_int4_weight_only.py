@@ -152,6 +152,65 @@ class RepackTest(unittest.TestCase):
         self.assertEqual((int(w[0, 0]) >> 28) & 0xF, int(u[0, 7]))
 
 
+def int4pack_layer(u, s, zero, device):
+    """torch's int4pack tensors of nibbles u [N, K], s and zero [K/g, N], packed by the device's op."""
+    if device == "cuda":
+        packed = torch.ops.aten._convert_weight_to_int4pack((u[:, ::2] << 4 | u[:, 1::2]).to(torch.uint8).to(device), 8)
+    else:
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(u.to(torch.int32), 2)
+    return packed, torch.stack([s, zero], -1).to(device)
+
+
+@needs_torch
+class Int4packTest(unittest.TestCase):
+    """torch's int4pack (tinygemm) layers: nibbles and scales exact, zero points z = 8 - zero / s
+    within half an ulp of bf16, the symmetric form where every zero is 0, refusals."""
+
+    def test_repack(self):
+        for device in DEVICES:
+            for n, k, g in ((16, 32, 32), (48, 256, 64), (32, 2048, 128)):
+                with self.subTest(device=device, n=n, k=k, g=g):
+                    gen = torch.Generator().manual_seed(n * k + g)
+                    u = torch.randint(0, 16, (n, k), generator=gen)
+                    s = (torch.rand(k // g, n, generator=gen) / 64 + 1e-3).to(torch.bfloat16)
+                    zero = ((8 - torch.rand(k // g, n, generator=gen) * 15) * s.float()).to(torch.bfloat16)
+                    packed, sz = int4pack_layer(u, s, zero, device)
+                    layer = snn.Int4WeightOnlyLinear.from_int4pack(packed, sz, group_size=g, in_features=k)
+                    self.assertTrue(torch.equal(int4.unpack_nibbles(layer.weight).cpu().long(), u))
+                    self.assertTrue(torch.equal(layer.scales.cpu(), s.t()))
+                    want = (u.double() - 8) * s.double().repeat_interleave(g, 0).t() + \
+                        zero.double().repeat_interleave(g, 0).t()
+                    z = layer.zeros.double().cpu().repeat_interleave(g, 1)
+                    moved = (layer.dequantize(torch.float64).cpu() - want).abs()
+                    self.assertTrue(bool((moved <= 2 ** -8 * z.abs() * s.double().repeat_interleave(g, 0).t()).all()))
+                    # the layer against torch's own kernel on the same tensors (both round y to bf16)
+                    x = torch.randn(3, k, device=device).to(torch.bfloat16)
+                    theirs = int4.int4pack_mm(device)(x, packed, g, sz).double().cpu()
+                    ref = x.double().cpu() @ want.t()
+                    for y in (layer(x).double().cpu(), theirs):
+                        torch.testing.assert_close(y, ref, rtol=2 ** -7, atol=2 ** -7 * ref.abs().max().item())
+                    zero0 = torch.zeros_like(zero)
+                    sym = int4.repack_int4pack(*int4pack_layer(u, s, zero0, device), group_size=g, in_features=k)
+                    self.assertIsNone(sym.zeros)
+                    self.assertTrue(torch.equal(int4.dequantize(sym).cpu(), ((u - 8) * s.float().repeat_interleave(g, 0).t())))
+
+    def test_refusals(self):
+        u = torch.randint(0, 16, (16, 64))
+        s = torch.full((2, 16), 0.5, dtype=torch.bfloat16)
+        packed, sz = int4pack_layer(u, s, torch.zeros_like(s), "cpu")
+        for kwargs, words in (({"group_size": 48, "in_features": 64}, "group_size"),
+                              ({"group_size": 32, "in_features": 128}, "scales_and_zeros must be"),
+                              ({"group_size": 64, "in_features": 64}, "scales_and_zeros must be")):
+            with self.subTest(**kwargs), self.assertRaisesRegex(ValueError, words):
+                int4.repack_int4pack(packed, sz, **kwargs)
+        with self.assertRaisesRegex(ValueError, "bf16 or fp16"):
+            int4.repack_int4pack(packed, sz.float(), group_size=32, in_features=64)
+        bad = sz.clone()
+        bad[1, 3] = torch.tensor([0.0, 0.25])
+        with self.assertRaisesRegex(ValueError, "scale 0 and a nonzero zero"):
+            int4.repack_int4pack(packed, bad, group_size=32, in_features=64)
+
+
 def ref_forward(x, layer):
     """x @ dequantize().T (+ bias) in fp64."""
     y = x.double() @ layer.dequantize().double().t()

@@ -13,7 +13,11 @@ The pass rewrites, in each graph Inductor compiles (forward and backward alike):
     with torchao's tensorwise scale of that amax (current scaling), into
     cast_transpose_fp8_current_scaling;
   - the weight-only int8 linear, `mm(x, W.to(x.dtype).t()) * scales (+ bias)` as gpt-fast and
-    torchao's int8 weight-only tensors trace, 2-D or 3-D x, into w8_linear.
+    torchao's int8 weight-only tensors trace, 2-D or 3-D x, into w8_linear;
+  - the int4 linear of torch's int4pack kernels, `aten._weight_int4pack_mm(x, W, g, sz)` (or its
+    _for_cpu form) as gpt-fast's int4 and torchao's tinygemm int4 trace, into w4_linear, where W
+    and sz are constants (torch._inductor.config.freezing = True): the pass repacks them once,
+    at compile time (schedx.int4.repack_int4pack, its zero points rounded as documented there).
 A match is rewritten only where schedx supports the call; everything else stays Inductor's,
 and `last_report()` (and the logger "schedx.inductor" at INFO) says what was rewritten and why
 each near miss was not. docs/pytorch.md lists the spellings matched and the reasons.
@@ -37,6 +41,7 @@ from torch.fx import Graph, Node
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from . import _capi
+from . import int4 as _int4
 from . import ops as _ops
 
 __all__ = ["Pattern", "Rewrite", "Skip", "GraphReport", "SchedxGraphPass", "enable", "disable", "enabled",
@@ -50,6 +55,9 @@ FP8_MAX = {torch.float8_e4m3fn: torch.finfo(torch.float8_e4m3fn).max,
 CAST_X_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 W8_X_DTYPES = (torch.bfloat16, torch.float16)
 W8_SCALE_DTYPES = (torch.bfloat16, torch.float32)
+# schedx_w4_linear's (x, scales) dtypes: fp16 x takes fp16 scales only.
+W4_DTYPES = ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float16, torch.float16))
+_INT4PACK_MM = (aten._weight_int4pack_mm.default, aten._weight_int4pack_mm_for_cpu.default)
 # torchao's tensorwise scale clamps amax to this before dividing (schedx.h, current scaling).
 AMAX_EPS = 1e-12
 SUPPORTED_DEVICES = ("cpu", "cuda")
@@ -65,6 +73,7 @@ class Pattern(enum.Enum):
     CAST_TRANSPOSE_AMAX = "cast_transpose_amax"
     CURRENT_SCALING = "current_scaling"
     W8_LINEAR = "w8_linear"
+    W4_LINEAR = "w4_linear"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -523,6 +532,67 @@ def _rewrite_w8(graph: Graph, m: _W8, report: GraphReport) -> None:
                                    f"{str(vs.dtype).removeprefix('torch.')}{', bias' if m.bias is not None else ''}"))
 
 
+# ------------------------------------------------------------------ the int4pack linear
+
+@dataclasses.dataclass
+class _W4:
+    mm: Node               # aten._weight_int4pack_mm(_for_cpu)(x, weight, group_size, scales_and_zeros)
+    x: Node                # [M, K]
+    weight: Node           # get_attr of a frozen constant
+    scales_and_zeros: Node
+    group_size: int
+
+
+def _match_w4(mm: Node) -> Union[_W4, str, None]:
+    if not _is(mm, *_INT4PACK_MM):
+        return None
+    x, weight, group_size, sz = (_arg(mm, i, name) for i, name in
+                                 enumerate(("self", "mat2", "qGroupSize", "qScaleAndZeros")))
+    vx, vsz = _val(x), _val(sz)
+    if (vx.dtype, vsz.dtype) not in W4_DTYPES:
+        return f"x is {vx.dtype} with {vsz.dtype} scales: schedx's int4 linear takes bf16 x, or fp16 x with fp16 scales"
+    if group_size not in _int4.GROUP_SIZES:
+        return f"group size {group_size}: schedx's int4 linear takes 32, 64 or 128"
+    if not all(isinstance(a, Node) and a.op == "get_attr" for a in (weight, sz)):
+        return ("the int4pack weight is a graph input: schedx repacks it once at compile time, which needs "
+                "torch._inductor.config.freezing = True")
+    if not _tensor_ok(vx):
+        return f"x is {_describe(vx)}"
+    return _W4(mm, x, weight, sz, group_size)
+
+
+def _constant(graph: Graph, name: str, value: torch.Tensor, like: Node) -> Node:
+    """A get_attr node for `value`, set on the graph's module under a name of its own."""
+    gm = graph.owning_module
+    i = 0
+    while hasattr(gm, f"{name}_{i}"):
+        i += 1
+    gm.register_buffer(f"{name}_{i}", value)
+    node = graph.get_attr(f"{name}_{i}")
+    mode = torch._guards.detect_fake_mode([_val(like)])
+    node.meta["val"] = mode.from_tensor(value, static_shapes=True) if mode is not None else value
+    return node
+
+
+def _rewrite_w4(graph: Graph, m: _W4, report: GraphReport, repacked: dict) -> None:
+    """y = w4_linear(x, the repacked constants); a constant used by several products is repacked once."""
+    key = (m.weight.target, m.scales_and_zeros.target, m.group_size)
+    gm = graph.owning_module
+    with graph.inserting_before(m.mm):
+        if key not in repacked:
+            p = _int4.repack_int4pack(operator.attrgetter(m.weight.target)(gm),
+                                      operator.attrgetter(m.scales_and_zeros.target)(gm),
+                                      group_size=m.group_size, in_features=_val(m.x).shape[1])
+            repacked[key] = (p.form, [None if t is None else _constant(graph, f"_schedx_w4_{part}", t, m.x)
+                                      for part, t in (("w", p.w), ("scales", p.scales), ("zeros", p.zeros))])
+        form, (w, scales, zeros) = repacked[key]
+        y = _emit(graph, torch.ops.schedx.w4_linear.default, m.x, w, scales, zeros, None, m.group_size)
+    m.mm.replace_all_uses_with(y)
+    report.rewrites.append(Rewrite(Pattern.W4_LINEAR, m.mm.name,
+                                   f"x {_describe(_val(m.x))}, W [{_val(w).shape[0]}, {_val(m.x).shape[1]}], "
+                                   f"group {m.group_size}, {form.value}"))
+
+
 # ------------------------------------------------------------------ the pass
 
 def rewrite(graph: Graph) -> GraphReport:
@@ -530,7 +600,8 @@ def rewrite(graph: Graph) -> GraphReport:
     report = GraphReport()
     order = {n: i for i, n in enumerate(graph.nodes)}
     patterns = ((Pattern.CAST_TRANSPOSE, _match_cast, functools.partial(_rewrite_cast, order=order)),
-                (Pattern.W8_LINEAR, _match_w8, _rewrite_w8))
+                (Pattern.W8_LINEAR, _match_w8, _rewrite_w8),
+                (Pattern.W4_LINEAR, _match_w4, functools.partial(_rewrite_w4, repacked={})))
     for node in list(graph.nodes):
         for pattern, match, apply in patterns:
             m = match(node)
@@ -571,14 +642,16 @@ class SchedxGraphPass(CustomGraphPass):
             self.chained(graph)
 
     def uuid(self) -> Optional[Any]:
-        """Changes with this file, the ops' Python side and libschedx's bytes; None (no
-        caching, as Inductor does for any pass without one) where the chained pass has none."""
+        """Changes with this file, the Python side of the ops and of int4 repacking, and libschedx's
+        bytes; None (no caching, as Inductor does for any pass without one) where the chained
+        pass has none."""
         chained = None
         if self.chained is not None:
             chained = self.chained.uuid() if isinstance(self.chained, CustomGraphPass) else None
             if chained is None:
                 return None
-        own = get_hash_for_files((__file__, _ops.__file__), extra=_library_digest(_capi.lib()._name)).hex()
+        own = get_hash_for_files((__file__, _ops.__file__, _int4.__file__),
+                                 extra=_library_digest(_capi.lib()._name)).hex()
         return (own, chained)
 
 

@@ -14,6 +14,10 @@ Checkpoint formats, as their writers pack them:
         have every z = 8.
   AWQ:  qweight int32 [K, N/8], nibble i of word c holds column 8c + AWQ_ORDER[i]; qzeros
         int32 [K/g, N/8] packed the same way (z stored as is); scales [K/g, N].
+  int4pack (torch's tinygemm kernels, gpt-fast's int4 and torchao's tile_packed_to_4d / opaque
+        int4): weight packed by aten._convert_weight_to_int4pack (CUDA) or its _for_cpu form, in a
+        layout of each device's kernel; scales_and_zeros [K/g, N, 2] (s, zero); the weight is
+        (u - 8) * s + zero, a float offset that schedx's (u - z) * s holds only approximately.
 """
 
 import enum
@@ -23,7 +27,7 @@ from typing import Optional
 import torch
 
 __all__ = ["Int4Form", "GptqFormat", "PackedInt4", "GROUP_SIZES", "AWQ_ORDER", "pack_nibbles", "unpack_nibbles",
-           "quantize", "dequantize", "repack_gptq", "repack_awq"]
+           "quantize", "dequantize", "repack_gptq", "repack_awq", "repack_int4pack", "int4pack_mm"]
 
 GROUP_SIZES = (32, 64, 128)
 # Column 8c + AWQ_ORDER[i] of an AWQ word sits in nibble i.
@@ -202,3 +206,53 @@ def repack_awq(qweight: torch.Tensor, qzeros: torch.Tensor, scales: torch.Tensor
     u = _nibbles_of_words(qweight)[..., inverse].reshape(k, n).t()
     z = _nibbles_of_words(qzeros)[..., inverse].reshape(groups, n).t()
     return PackedInt4(pack_nibbles(u.contiguous()), s, z.to(s.dtype).contiguous(), group_size)
+
+
+def int4pack_mm(device_type: str):
+    """torch's int4pack (tinygemm) matmul for tensors on `device_type`: each device has its own
+    packing and its own op."""
+    aten = torch.ops.aten
+    return aten._weight_int4pack_mm if device_type == "cuda" else aten._weight_int4pack_mm_for_cpu
+
+
+# Rows of the identity read through the int4pack kernel at a time (bounds the [rows, N] result).
+_INT4PACK_UNPACK_ROWS = 1024
+
+
+def repack_int4pack(weight: torch.Tensor, scales_and_zeros: torch.Tensor, *, group_size: int,
+                    in_features: int) -> PackedInt4:
+    """A layer of torch's int4pack format (see the module doc) in schedx's layout, on the weight's
+    device. The nibbles are read through torch's own kernel, the identity times the weight with
+    s = 1 and zero = 0 (each output u - 8, exact), so whatever packing that kernel reads is read
+    right. zero becomes z = 8 - zero / s rounded once to the scales' dtype: u and s are exact,
+    and each weight moves by z's rounding times s, at most 2^-8 |z| s (bf16; 2^-11 for fp16).
+    All zero 0 gives the symmetric form. A group with s = 0 and zero != 0 is refused."""
+    k = in_features
+    _check_group_size(group_size, k)
+    sz = scales_and_zeros
+    if sz.dim() != 3 or sz.shape[0] != k // group_size or sz.shape[2] != 2:
+        raise ValueError(f"int4pack scales_and_zeros must be [K/group_size, N, 2] with K/group_size = {k // group_size},"
+                         f" got {tuple(sz.shape)}")
+    if sz.dtype not in _SCALE_DTYPES:
+        raise ValueError(f"int4pack scales_and_zeros must be bf16 or fp16, got {sz.dtype}")
+    n = sz.shape[1]
+    unit = torch.zeros_like(sz)
+    unit[..., 0] = 1
+    mm = int4pack_mm(weight.device.type)
+    u = torch.empty(n, k, dtype=torch.uint8, device=weight.device)
+    with torch.no_grad():
+        for k0 in range(0, k, _INT4PACK_UNPACK_ROWS):
+            rows = min(_INT4PACK_UNPACK_ROWS, k - k0)
+            eye = torch.zeros(rows, k, dtype=sz.dtype, device=weight.device)
+            eye[:, k0:k0 + rows].fill_diagonal_(1)
+            q = mm(eye, weight, group_size, unit).float()
+            if q.shape != (rows, n) or not bool(((q >= -8) & (q <= 7) & (q == q.round())).all()):
+                raise ValueError(f"weight is not an int4pack weight of [{n}, {k}] for this device's kernel")
+            u[:, k0:k0 + rows] = (q + 8).t().to(torch.uint8)
+    s, zero = sz[..., 0].t().contiguous(), sz[..., 1].t().double()
+    if bool(((s == 0) & (zero != 0)).any()):
+        raise ValueError("int4pack group with scale 0 and a nonzero zero: its weights (all the zero) are not "
+                         "(u - z) * s for any z")
+    z = torch.where(s == 0, 8.0, 8.0 - zero / torch.where(s == 0, 1.0, s.double()))
+    zeros = None if bool((z == SYMMETRIC_ZERO).all()) else z.to(sz.dtype).contiguous()
+    return PackedInt4(pack_nibbles(u), s, zeros, group_size)

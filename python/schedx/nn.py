@@ -213,6 +213,13 @@ class Int4WeightOnlyLinear(torch.nn.Module):
         """An AWQ (GEMM layout) layer's tensors (schedx.int4.repack_awq), exactly."""
         return cls.from_packed(int4.repack_awq(qweight, qzeros, scales, group_size=group_size), bias)
 
+    @classmethod
+    def from_int4pack(cls, weight, scales_and_zeros, bias=None, *, group_size: int, in_features: int):
+        """A layer of torch's int4pack format (gpt-fast's int4, torchao's tinygemm int4) through
+        schedx.int4.repack_int4pack: nibbles and scales exact, zero points rounded as it says."""
+        return cls.from_packed(int4.repack_int4pack(weight, scales_and_zeros, group_size=group_size,
+                                                    in_features=in_features), bias)
+
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """[out, in]: the weights the kernel multiplies by, (u - z) * s, exact in float32."""
         return int4.dequantize(self.packed, dtype)

@@ -545,6 +545,23 @@ class W4Test(PassCase):
         with torch.no_grad():
             self.assertTrue(torch.equal(y, mod(x)))
 
+    @unittest.skipIf(torch is None or torchao is None or DEVICE != "cuda",
+                     "torchao's tinygemm int4 (tile_packed_to_4d) packs on CUDA only")
+    def test_torchao_int4_frozen(self):
+        from torchao.quantization import Int4WeightOnlyConfig, quantize_
+        saved = torch._inductor.config.save_config()
+        self.addCleanup(torch._inductor.config.load_config, saved)
+        for shape in ((1, 256), (6, 256), (2, 3, 256)):
+            with self.subTest(shape=shape):
+                model = torch.nn.Sequential(torch.nn.Linear(256, 64, bias=False)).to(torch.bfloat16).to(DEVICE)
+                quantize_(model, Int4WeightOnlyConfig(group_size=128, int4_packing_format="tile_packed_to_4d"))
+                x = torch.randn(shape, dtype=torch.bfloat16, device=DEVICE)
+                with torch.no_grad():
+                    eager = model(x)
+                y, report = self.frozen(model, x)
+                self.assertEqual(report.count(Pattern.W4_LINEAR), 1, report)
+                torch.testing.assert_close(y.float(), eager.float(), rtol=2e-2, atol=2e-2 * eager.abs().max().item())
+
     def test_shared_weight_repacked_once(self):
         mod = GptFastInt4Linear(32, 128, 32, DEVICE)
 

@@ -154,8 +154,10 @@ class RepackTest(unittest.TestCase):
 
 def int4pack_layer(u, s, zero, device):
     """torch's int4pack tensors of nibbles u [N, K], s and zero [K/g, N], packed by the device's op."""
-    if device == "cuda":
-        packed = torch.ops.aten._convert_weight_to_int4pack((u[:, ::2] << 4 | u[:, 1::2]).to(torch.uint8).to(device), 8)
+    if device == "cuda":  # inner k tiles of 16 elements: K a multiple of 16 times their number
+        tiles = next(t for t in (8, 4, 2) if u.shape[1] % (16 * t) == 0)
+        packed = torch.ops.aten._convert_weight_to_int4pack((u[:, ::2] << 4 | u[:, 1::2]).to(torch.uint8).to(device),
+                                                            tiles)
     else:
         packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(u.to(torch.int32), 2)
     return packed, torch.stack([s, zero], -1).to(device)

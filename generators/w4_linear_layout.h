@@ -19,6 +19,10 @@ constexpr int kVectorElems = 32;
 // takes group sizes of at least one chunk.
 inline bool valid_mma_load_words(int64_t load_words) { return load_words == 1 || load_words == 2 || load_words == 4; }
 inline int64_t mma_chunk_elems(int64_t load_words) { return 32 * load_words; }
+// cuda_mma: a weight enters the mma as the x-dtype value M0 + u (the nibble OR-ed into M0's low
+// mantissa bits, exact, M0's ulp being 1) and each group subtracts (M0 + z) sum x once, so its fp32
+// sums carry x (M0 + u) and their rounding grows with M0 (the tests' tolerance reads it).
+inline float mma_weight_offset(bool fp16_x) { return fp16_x ? 1024.0f : 128.0f; }
 // The symmetric form's zero point: its nibble holds q + 8 (offset binary), q in [-8, 7].
 constexpr float kSymmetricZero = 8.0f;
 

@@ -62,7 +62,7 @@ private:
     RDom rk, rg;
 
     Expr magic_pair;  // M0's bits in both halves, where a nibble's value lands in the low mantissa bits
-    float magic() const { return x_elem == ElemType::fp16 ? 1024.0f : 128.0f; }
+    float magic() const { return mma_weight_offset(x_elem == ElemType::fp16); }
 
     // Nibbles i and i + 4 of a W word as two elements M0 + u (low half nibble i): one shift and
     // one LOP3.

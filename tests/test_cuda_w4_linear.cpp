@@ -87,6 +87,9 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
                     c.zeros = zeros;
                     c.bias = bias;
                     c.weight_rounded = dequantize;
+                    // The tensor cores sum x (M0 + u) in fp32: on an H100 one random case (M = 16,
+                    // N = 33, K = 128) missed a bound on |x (u - z) s| alone (2.1e-4 off 5.2e-3).
+                    c.sum_offset = mma ? schedx::w4::mma_weight_offset(c.x_dtype == SCHEDX_FP16) : 0.0;
                     // Padded rows: 16-byte pitches where the lane kernels need them, odd elsewhere.
                     c.ldx = s.k + (lanes ? 8 : 1);
                     c.ldw = s.k / 8 + (lanes ? 4 : 1);

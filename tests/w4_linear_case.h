@@ -1,5 +1,6 @@
 // One w4_linear call checked against an fp64 reference: integer-valued cases that must match
-// bit for bit, random cases within |y - ref| <= 1e-2 |ref| + 1e-5 sum |terms|, padded leading
+// bit for bit, random cases within |y - ref| <= 1e-2 |ref| + 1e-5 sum |terms| (each term
+// |x| (|u - z| + offset) s, the offset being what the kernel's sums carry per weight), padded leading
 // dimensions (inf in x's and nibbles 15 in W's padding), poisoned outputs and guard bytes. The
 // `run` hook executes the call (on the CPU directly, or through device copies).
 #pragma once
@@ -23,6 +24,9 @@ struct W4Case {
     // The dequantize + cuBLAS path's reference: each weight (u - z) * s rounded once to x's
     // dtype (exact in integer cases), as that path and torchao's dequantize compute it.
     bool weight_rounded = false;
+    // What the kernel's sums carry beside u - z per weight: the tensor-core kernels sum x (M0 + u)
+    // (w4_linear_layout.h, mma_weight_offset), the others nothing.
+    double sum_offset = 0;
 };
 
 struct W4Buffers {
@@ -35,7 +39,8 @@ inline uint32_t w4_hash(int64_t a, int64_t b, uint32_t seed, uint32_t salt) {
 }
 
 // Runs `c` and checks y: bit for bit for integer cases, else |y - ref| <= 1e-2 |ref| + 1e-5
-// sum |terms| (the output's rounding, 2^-9 relative in bf16, plus fp32 accumulation); then y's
+// sum |terms| (the output's rounding, 2^-9 relative in bf16, plus fp32 accumulation of what the
+// kernel sums); then y's
 // row padding (still poisoned) and every guard byte. "" or the first fault.
 inline std::string check_w4_linear(W4Case c, uint32_t seed, const W4Runner &run, double *worst = nullptr) {
     if (!c.ldx) c.ldx = c.k;
@@ -90,7 +95,7 @@ inline std::string check_w4_linear(W4Case c, uint32_t seed, const W4Runner &run,
                 if (c.weight_rounded) wv = test::half_value(test::round_to_half(wv, c.x_dtype), c.x_dtype);
                 const double t = xv[size_t(i * c.k + kk)] * wv;
                 sum += t;
-                sum_abs += std::fabs(t);
+                sum_abs += std::fabs(t) + std::fabs(xv[size_t(i * c.k + kk)] * sv[gi]) * c.sum_offset;
             }
             sum += bv[size_t(j)];
             const uint16_t got = y.as<uint16_t>()[i * c.ldy + j];

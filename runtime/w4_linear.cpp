@@ -49,22 +49,47 @@ bool can_run(const Variant &v, const W4LinearCall &c) {
     return true;
 }
 
-// Untuned, 0 first: M = 1 the GEMV; M = 2..16 the small-batch kernel of the smallest batch B
-// >= M up to 8 (one pass over W per B rows of x), then passes of 8; past M = 16 the dequantize
-// + cuBLAS path, where the general variant ran (2.64 s against bf16 cuBLAS's 816 us at
-// N = K = 8192, M = 4096 on the H200); the tensor-core kernels (not yet timed) after the lane
-// kernels; the general variant last.
-int untuned_rank(const Variant &v, const W4LinearCall &c) {
-    const int64_t batch = c.m <= 2 ? 2 : c.m <= 4 ? 4 : 8;
-    switch (family_of(v)) {
-    case Family::cpu: return 0;
-    case Family::gemv: return c.m == 1 ? 0 : 3;
-    case Family::smallbatch: return c.m == 1 ? 1 : v.param_int("batch", 1) == batch ? (c.m <= 16 ? 0 : 1) : 2;
-    case Family::mma: return 3;
-    case Family::dequantize: return c.m > 16 ? 0 : 4;
-    case Family::general: return 5;
+// Untuned order, families by M (H100, dirty L2, bench/results/w4_mma_2026-12-07_h100_6d782f7.md):
+// M = 1 the GEMV (25.6 us at N = K = 8192, 79% of a read; the batch-8 tensor-core kernel 31.5);
+// M = 2 the small-batch kernel (28.7 against 32.1); M = 3..64 the tensor cores (M = 4: 31.8
+// against b4_r4's 39.2; M = 64: 103 against dequantize + cuBLAS's 143); past 64 dequantize +
+// cuBLAS; the general variant last.
+int family_tier(Family f, int64_t m) {
+    static constexpr Family by_m[5][5] = {
+        {Family::gemv, Family::smallbatch, Family::mma, Family::dequantize, Family::general},  // M = 1
+        {Family::smallbatch, Family::mma, Family::gemv, Family::dequantize, Family::general},  // M = 2
+        {Family::mma, Family::smallbatch, Family::dequantize, Family::gemv, Family::general},  // M = 3..16
+        {Family::mma, Family::dequantize, Family::smallbatch, Family::gemv, Family::general},  // M = 17..64
+        {Family::dequantize, Family::mma, Family::smallbatch, Family::gemv, Family::general},  // M > 64
+    };
+    const int row = m == 1 ? 0 : m == 2 ? 1 : m <= 16 ? 2 : m <= 64 ? 3 : 4;
+    for (int i = 0; i < 5; i++) {
+        if (by_m[row][i] == f) return i;
     }
-    return 5;
+    return 0;  // Family::cpu: the only family among CPU candidates
+}
+
+// Within a family: the small-batch kernel of the smallest batch >= M (up to 8: passes of 8
+// past it); the tensor-core kernel of the smallest batch of 8, 16 or 32 >= M (passes of 32 past
+// it; batch 64 lost to two passes of 32 at M = 64), in its measured form (load_words 4, split
+// 4 up to batch 16; split 8 at 32), then that batch in other forms (groups of 32 and 64 take
+// load_words 1 only), then batch 16's form (for configurations without batch 32), then others.
+int rank_in_family(const Variant &v, Family f, int64_t m) {
+    const int64_t batch = v.param_int("batch", 1);
+    if (f == Family::smallbatch) return batch == (m <= 2 ? 2 : m <= 4 ? 4 : 8) ? 0 : 1;
+    if (f != Family::mma) return 0;
+    const int64_t want = m <= 8 ? 8 : m <= 16 ? 16 : 32;
+    const int64_t load_words = v.param_int("load_words", 1), split = v.param_int("split_k", 1);
+    const auto measured_form = [&](int64_t b) {
+        return b <= 16 ? load_words == 4 && split == 4 : load_words == 1 && split == 8;
+    };
+    if (batch == want) return measured_form(batch) ? 0 : 1;
+    return batch == 16 && measured_form(16) ? 2 : 3;
+}
+
+int untuned_rank(const Variant &v, const W4LinearCall &c) {
+    const Family f = family_of(v);
+    return family_tier(f, c.m) * 4 + rank_in_family(v, f, c.m);
 }
 
 // The epilogue variant (bias added to the GEMM's fp32 result) for x's and the scales' dtypes.

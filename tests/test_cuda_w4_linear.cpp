@@ -135,11 +135,12 @@ TEST_CASE("every CUDA w4_linear variant, forced, against the fp64 reference") {
     MESSAGE("w4_linear CUDA: largest relative error against fp64: " << worst);
 }
 
-TEST_CASE("untuned CUDA dispatch of w4_linear by M: the GEMV, the small-batch kernels, dequantize + cuBLAS") {
+TEST_CASE("untuned CUDA dispatch of w4_linear by M: the GEMV, small-batch, tensor cores, dequantize + cuBLAS") {
     REQUIRE(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
-    const std::map<int64_t, std::string> first{{1, "gemv_r4"}, {2, "b2_r4"},  {3, "b4_r4"},
-                                               {4, "b4_r4"},   {7, "b8_r4"},  {16, "b8_r4"},
-                                               {17, "dequant_cublas"}, {64, "dequant_cublas"}};
+    const std::map<int64_t, std::string> first{
+        {1, "gemv_r4"},  {2, "b2_r4"}, {3, "mma_b8_r16w4_splitk4"}, {7, "mma_b8_r16w4_splitk4"},
+        {16, "mma_b16_r16w4_splitk4"}, {17, "mma_b32_r16w1_splitk8"}, {64, "mma_b32_r16w1_splitk8"},
+        {65, "dequant_cublas"}};
     uint32_t seed = 900;
     for (const auto &[m, name] : first) {
         for (bool zeros_bias : {false, true}) {
@@ -147,7 +148,8 @@ TEST_CASE("untuned CUDA dispatch of w4_linear by M: the GEMV, the small-batch ke
             CAPTURE(zeros_bias);
             W4Case c{m, 4097, 1024, 128};
             c.zeros = c.bias = zeros_bias;
-            c.weight_rounded = m > 16;
+            c.weight_rounded = m > 64;
+            c.sum_offset = name.rfind("mma", 0) == 0 ? schedx::w4::mma_weight_offset(false) : 0.0;
             CHECK(check(c, seed++) == "");
             CHECK(std::string(schedx_last_variant("w4_linear")) == "w4_linear_bf16_sbf16_" + name);
         }

@@ -271,7 +271,7 @@ TEST_CASE("w4_linear tensor-core algorithm on the CPU: fragments, groups, split 
 // Untuned CUDA dispatch reads shapes, leading dimensions and pointer bits only: checked here
 // for an sm_90 device without one (the candidates as schedx_w4_linear lists them, cuBLAS
 // taken as loaded).
-TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, the smallest batch B >= M up to 8, then dequantize + cuBLAS past M = 16") {
+TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at 2, tensor cores to 64, then dequantize + cuBLAS") {
     std::vector<const schedx::Variant *> candidates;
     for (const schedx::Variant &v : schedx::registry()) {
         if (v.op == "w4_linear" && v.device == schedx::Device::cuda && v.param("x_type") == "bf16" &&
@@ -282,22 +282,25 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, the smallest b
     struct Call {
         int64_t m, n, k, x_offset;  // x_offset: bytes past a 16-byte boundary
         const char *first;          // the first choice's name, after w4_linear_bf16_sbf16_
+        int64_t group = 128;
     };
     const Call calls[] = {
         {1, 8192, 8192, 0, "gemv_r4"},
         {2, 8192, 8192, 0, "b2_r4"},
-        {3, 4096, 4096, 0, "b4_r4"},
-        {4, 4097, 4096, 0, "b4_r4"},  // ragged N
-        {5, 8192, 8192, 0, "b8_r4"},
-        {8, 28672, 4096, 0, "b8_r4"},
-        {16, 8192, 8192, 0, "b8_r4"},  // two passes of 8
-        {17, 8192, 8192, 0, "dequant_cublas"},
-        {64, 4096, 14336, 0, "dequant_cublas"},
+        {3, 4096, 4096, 0, "mma_b8_r16w4_splitk4"},
+        {4, 4097, 4096, 0, "mma_b8_r16w4_splitk4"},  // ragged N
+        {8, 28672, 4096, 0, "mma_b8_r16w4_splitk4"},
+        {9, 8192, 8192, 0, "mma_b16_r16w4_splitk4"},
+        {16, 8192, 8192, 0, "mma_b16_r16w4_splitk4"},
+        {17, 8192, 8192, 0, "mma_b32_r16w1_splitk8"},
+        {64, 4096, 14336, 0, "mma_b32_r16w1_splitk8"},  // two passes of 32
+        {65, 8192, 8192, 0, "dequant_cublas"},
         {4096, 8192, 8192, 0, "dequant_cublas"},
-        {4, 4096, 4096, 2, "dequant_cublas"},  // x off 16 bytes: no lane kernel, cuBLAS before the general one
+        {4, 4096, 4096, 0, "mma_b8_r16w1_splitk8", 64},  // groups of 64: chunks of 32 only
+        {4, 4096, 4096, 2, "dequant_cublas"},  // x off 16 bytes: no lane or mma kernel, cuBLAS before the general one
         {1, 4096, 4096, 2, "dequant_cublas"},
         {3, 4096, 0, 0, "cuda_general"},  // K = 0: only the general variant
-        {17, 65536, 65536, 0, "b8_r4"},    // N x K past Halide's 32-bit indexing of the workspace
+        {100, 65536, 65536, 0, "mma_b32_r16w1_splitk8"},  // N x K past Halide's 32-bit indexing of the workspace
     };
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
     for (const Call &call : calls) {
@@ -307,11 +310,11 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, the smallest b
         CAPTURE(call.x_offset);
         const void *x = reinterpret_cast<const void *>(base + uintptr_t(call.x_offset));
         const auto *w = reinterpret_cast<const uint32_t *>(base << 4);
-        const schedx::W4LinearCall c{x, call.m, call.k, call.k, w, call.n, call.k / 8, 128,
+        const schedx::W4LinearCall c{x, call.m, call.k, call.k, w, call.n, call.k / 8, call.group,
                                      reinterpret_cast<const void *>(base << 8), nullptr, nullptr,
                                      reinterpret_cast<void *>(base << 12), call.n};
         const schedx::RunKey key{c.m, c.n, c.k, c.ldx, c.ldw, c.ldy, schedx::misalignment(x), schedx::misalignment(w),
-                                 128, 0, 0, 0};
+                                 call.group, 0, 0, 0};
         const auto ranked = schedx::runnable_w4_variants(candidates, key, 90, c);
         REQUIRE(!ranked->empty());
         CHECK(ranked->front()->name == std::string("w4_linear_bf16_sbf16_") + call.first);

@@ -5,7 +5,10 @@
   w8         gpt-fast's WeightOnlyInt8Linear forward (8192 x 8192, bf16) under
              torch.compile(mode="reduce-overhead") with coordinate-descent tuning, M = 1..16
   w4         gpt-fast's WeightOnlyInt4Linear forward (torch's int4pack, group 128, 8192 x 8192)
-             the same way, with freezing on in both compiles (the pass repacks constants)
+             the same way, with freezing on in both compiles (the pass repacks constants);
+             with --device cpu (w4 alone): torch's CPU int4pack op, default mode, at --nk and
+             --threads, each compile timed by the median of single calls, alternated (the pass
+             let rewrite on the CPU, which schedx.inductor.INT4PACK_DEVICES leaves out by default)
 Each program is compiled twice (pass off, pass on: two separate compiles with the FX graph
 cache off), then both are timed in turn, ROUNDS rounds, with triton.testing.do_bench (which
 flushes L2 before each call), medians; the ratio is off / on. Beside it, per call: the GPU time
@@ -21,11 +24,11 @@ import argparse
 import os
 import statistics
 import sys
+import time
 import types
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx.inductor as si  # noqa: E402
@@ -57,19 +60,20 @@ class WeightOnlyInt4Linear(torch.nn.Module):
     """gpt-fast's module: torch's int4pack weight (inner k tiles 8), scales_and_zeros [K/g, N, 2]
     bf16, aten._weight_int4pack_mm; the weight is (u - 8) * s + zero."""
 
-    def __init__(self, n, k, group_size=128):
+    def __init__(self, n, k, group_size=128, device="cuda"):
         super().__init__()
-        self.u = torch.randint(0, 16, (n, k), dtype=torch.int32, device="cuda")
-        s = torch.rand(k // group_size, n, device="cuda") / 64 + 1e-3
-        zero = (8 - torch.rand(k // group_size, n, device="cuda") * 15) * s  # gpt-fast: min + 8 s
+        self.u = torch.randint(0, 16, (n, k), dtype=torch.int32, device=device)
+        s = torch.rand(k // group_size, n, device=device) / 64 + 1e-3
+        zero = (8 - torch.rand(k // group_size, n, device=device) * 15) * s  # gpt-fast: min + 8 s
         self.register_buffer("weight", torch.ops.aten._convert_weight_to_int4pack(
-            (self.u[:, ::2] << 4 | self.u[:, 1::2]).to(torch.uint8), 8))
+            (self.u[:, ::2] << 4 | self.u[:, 1::2]).to(torch.uint8), 8) if device == "cuda" else
+            torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.u, 2))
         self.register_buffer("scales_and_zeros", torch.stack([s, zero], -1).to(torch.bfloat16))
         self.group_size, self.out_features = group_size, n
+        self.mm = torch.ops.aten._weight_int4pack_mm if device == "cuda" else torch.ops.aten._weight_int4pack_mm_for_cpu
 
     def forward(self, x):
-        y = torch.ops.aten._weight_int4pack_mm(x.reshape(-1, x.shape[-1]), self.weight, self.group_size,
-                                               self.scales_and_zeros)
+        y = self.mm(x.reshape(-1, x.shape[-1]), self.weight, self.group_size, self.scales_and_zeros)
         return y.reshape(x.shape[:-1] + (self.out_features,))
 
     def reference(self, x):
@@ -97,7 +101,7 @@ def compile_both(fn, args, **kwargs):
         c = torch.compile(own_code(fn), **kwargs)
         for _ in range(3):
             c(*args)
-        torch.cuda.synchronize()
+        sync()
         si.disable()
         out[on] = c
         if on:
@@ -105,11 +109,28 @@ def compile_both(fn, args, **kwargs):
     return out, fired
 
 
-def alternate(fns, args):
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def cpu_ms(f, calls=20):
+    """Median ms of single calls on the CPU (each call synchronous)."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        f()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def alternate(fns, args, device="cuda"):
+    if device == "cuda":
+        from triton.testing import do_bench
     times = {k: [] for k in fns}
     for _ in range(ROUNDS):
         for k, f in fns.items():
-            times[k].append(do_bench(lambda: f(*args), warmup=25, rep=100))
+            times[k].append(do_bench(lambda: f(*args), warmup=25, rep=100) if device == "cuda" else cpu_ms(lambda: f(*args)))
     return {k: statistics.median(v) * 1e3 for k, v in times.items()}
 
 
@@ -152,6 +173,9 @@ def main():
     ap.add_argument("--shapes", default="4096x4096,8192x8192,16384x4096")
     ap.add_argument("--ms", default="1,2,4,8,16")
     ap.add_argument("--sections", default="pattern1,w8,w4")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--nk", default="8192x8192", help="w4: N x K")
+    ap.add_argument("--threads", default="", help="CPU: torch thread counts, e.g. 1,2")
     ap.add_argument("--out")
     ap.add_argument("--commit")
     args = ap.parse_args()
@@ -160,6 +184,8 @@ def main():
     env = environment(args)
     rows1, rows2, rows3 = [], [], []
     sections = args.sections.split(",")
+    if args.device == "cpu":
+        return cpu_w4(args, env)
     scale = torch.tensor([2.0], device="cuda")
     for shape in args.shapes.split(",") if "pattern1" in sections else []:
         m, k = (int(v) for v in shape.split("x"))
@@ -187,16 +213,17 @@ def main():
                           f"{8192 * 8192 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
                          + breakdown(fns, (x,)))
         print(rows2[-1], flush=True)
-    mod4 = WeightOnlyInt4Linear(8192, 8192)
+    n, k = (int(v) for v in args.nk.split("x"))
+    mod4 = WeightOnlyInt4Linear(n, k)
     for m in (int(v) for v in args.ms.split(",")) if "w4" in sections else []:
-        x = torch.randn(m, 8192, device="cuda").to(torch.bfloat16)
+        x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         with torch.no_grad(), torch._inductor.config.patch(freezing=True):
             fns, fired = compile_both(mod4, (x,), mode="reduce-overhead", fullgraph=True)
             ref = mod4.reference(x)
             err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
             t = alternate(fns, (x,))
             rows3.append([m, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x",
-                          f"{8192 * 8192 / 2 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
+                          f"{n * k / 2 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
                          + breakdown(fns, (x,)))
         print(rows3[-1], flush=True)
     write_report("schedx.inductor on unchanged programs", env, [
@@ -208,11 +235,39 @@ def main():
         "gpt-fast's WeightOnlyInt8Linear, N = K = 8192, bf16, mode='reduce-overhead', coordinate-descent tuning; "
         "GB/s over the int8 weight; error = max |y - fp64 reference| / max |reference|, without / with:", "",
         md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows2), "",
-        "gpt-fast's WeightOnlyInt4Linear (torch's int4pack, group 128), N = K = 8192, bf16, the same settings with "
+        f"gpt-fast's WeightOnlyInt4Linear (torch's int4pack, group 128), N x K = {args.nk}, bf16, the same settings with "
         "freezing on in both compiles; GB/s over the 4-bit weight; error as above, against the format's own "
         "(u - 8) * s + zero:", "",
         md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows3), ""],
         args.out)
+
+
+def cpu_w4(args, env):
+    """gpt-fast's int4 module on the CPU, compiled (default mode, freezing) without and with the pass."""
+    n, k = (int(v) for v in args.nk.split("x"))
+    mod = WeightOnlyInt4Linear(n, k, device="cpu")
+    si.INT4PACK_DEVICES = ("cpu",)  # the CPU rewrite, off by default, is what this measures
+    rows = []
+    for threads in (int(v) for v in (args.threads or str(torch.get_num_threads())).split(",")):
+        torch.set_num_threads(threads)
+        for m in (int(v) for v in args.ms.split(",")):
+            x = torch.randn(m, k).to(torch.bfloat16)
+            with torch.no_grad(), torch._inductor.config.patch(freezing=True):
+                fns, fired = compile_both(mod, (x,), fullgraph=True)
+                ref = mod.reference(x)
+                err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
+                t = alternate(fns, (x,), device="cpu")
+            rows.append([threads, m, f"{t[False]:.0f}", f"{t[True]:.0f}", f"{t[False] / t[True]:.2f}x",
+                         f"{n * k / 2 / t[True] / 1e3:.1f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"])
+            print(rows[-1], flush=True)
+    write_report("schedx.inductor on gpt-fast's int4 module, CPU", env, [
+        f"gpt-fast's WeightOnlyInt4Linear on the CPU (torch's int4pack, aten._weight_int4pack_mm_for_cpu, group 128), "
+        f"N x K = {args.nk}, bf16 x, torch.compile default mode with freezing, without and with the pass; "
+        f"{ROUNDS} rounds alternated, each the median of 20 single calls; medians in us; ratio = without / with; "
+        "GB/s over the 4-bit weight; error = max |y - fp64 reference| / max |reference| against the format's "
+        "(u - 8) * s + zero, without / with:", "",
+        md_table(["threads", "M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"], rows),
+        ""], args.out)
 
 
 if __name__ == "__main__":

@@ -499,7 +499,14 @@ class GptFastInt4Linear(torch.nn.Module if torch is not None else object):
 @needs_torch
 class W4Test(PassCase):
     """gpt-fast's int4 module, unchanged, compiled with freezing: its int4pack constants are
-    repacked at compile time and the product runs as w4_linear."""
+    repacked at compile time and the product runs as w4_linear. The pass rewrites it on CUDA
+    only by default; these tests let it on the CPU too (schedx.inductor.INT4PACK_DEVICES)."""
+
+    def setUp(self):
+        super().setUp()
+        patch = unittest.mock.patch.object(si, "INT4PACK_DEVICES", ("cpu", "cuda"))
+        patch.start()
+        self.addCleanup(patch.stop)
 
     def frozen(self, fn, x, freezing=True):
         torch._dynamo.reset()
@@ -561,6 +568,17 @@ class W4Test(PassCase):
                 y, report = self.frozen(model, x)
                 self.assertEqual(report.count(Pattern.W4_LINEAR), 1, report)
                 torch.testing.assert_close(y.float(), eager.float(), rtol=2e-2, atol=2e-2 * eager.abs().max().item())
+
+    @unittest.skipIf(torch is None or DEVICE != "cpu", "the CPU's default")
+    def test_cpu_left_to_aten_by_default(self):
+        mod = GptFastInt4Linear(32, 128, 64, "cpu")
+        x = torch.randn(2, 128, dtype=torch.bfloat16)
+        with unittest.mock.patch.object(si, "INT4PACK_DEVICES", ("cuda",)):
+            y, report = self.frozen(mod, x)
+        self.assertEqual(report.rewrites, [])
+        self.assertTrue(any("INT4PACK_DEVICES" in s.reason for s in report.skips), report)
+        with torch.no_grad():
+            self.assertTrue(torch.equal(y, mod(x)))
 
     def test_shared_weight_repacked_once(self):
         mod = GptFastInt4Linear(32, 128, 32, DEVICE)

@@ -17,7 +17,8 @@ The pass rewrites, in each graph Inductor compiles (forward and backward alike):
   - the int4 linear of torch's int4pack kernels, `aten._weight_int4pack_mm(x, W, g, sz)` (or its
     _for_cpu form) as gpt-fast's int4 and torchao's tinygemm int4 trace, into w4_linear, where W
     and sz are constants (torch._inductor.config.freezing = True): the pass repacks them once,
-    at compile time (schedx.int4.repack_int4pack, its zero points rounded as documented there).
+    at compile time (schedx.int4.repack_int4pack, its zero points rounded as documented there);
+    on the devices in INT4PACK_DEVICES (CUDA).
 A match is rewritten only where schedx supports the call; everything else stays Inductor's,
 and `last_report()` (and the logger "schedx.inductor" at INFO) says what was rewritten and why
 each near miss was not. docs/pytorch.md lists the spellings matched and the reasons.
@@ -45,7 +46,7 @@ from . import int4 as _int4
 from . import ops as _ops
 
 __all__ = ["Pattern", "Rewrite", "Skip", "GraphReport", "SchedxGraphPass", "enable", "disable", "enabled",
-           "is_enabled", "last_report", "reports"]
+           "is_enabled", "last_report", "reports", "INT4PACK_DEVICES"]
 
 log = logging.getLogger(__name__)
 aten, prims = torch.ops.aten, torch.ops.prims
@@ -58,6 +59,9 @@ W8_SCALE_DTYPES = (torch.bfloat16, torch.float32)
 # schedx_w4_linear's (x, scales) dtypes: fp16 x takes fp16 scales only.
 W4_DTYPES = ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float16, torch.float16))
 _INT4PACK_MM = (aten._weight_int4pack_mm.default, aten._weight_int4pack_mm_for_cpu.default)
+# Where the int4pack linear is rewritten: on CUDA schedx's kernels beat tinygemm's; on an AVX-512
+# CPU aten's kernel ran gpt-fast's module as fast or faster (the pass at 0.85-0.99x, docs/pytorch.md).
+INT4PACK_DEVICES: tuple[str, ...] = ("cuda",)
 # torchao's tensorwise scale clamps amax to this before dividing (schedx.h, current scaling).
 AMAX_EPS = 1e-12
 SUPPORTED_DEVICES = ("cpu", "cuda")
@@ -556,8 +560,9 @@ def _match_w4(mm: Node) -> Union[_W4, str, None]:
     if not all(isinstance(a, Node) and a.op == "get_attr" for a in (weight, sz)):
         return ("the int4pack weight is a graph input: schedx repacks it once at compile time, which needs "
                 "torch._inductor.config.freezing = True")
-    if not _tensor_ok(vx):
-        return f"x is {_describe(vx)}"
+    if not _tensor_ok(vx, INT4PACK_DEVICES):
+        return (f"x is {_describe(vx)}: the pass rewrites the int4pack linear on {', '.join(INT4PACK_DEVICES)} only "
+                "(schedx.inductor.INT4PACK_DEVICES; on the CPU aten's kernel is as fast)")
     return _W4(mm, x, weight, sz, group_size)
 
 

@@ -661,7 +661,10 @@ class InstallTest(unittest.TestCase):
         self.assertIsNotNone(own)
         self.assertEqual(own, si.SchedxGraphPass().uuid())
         chained = si.SchedxGraphPass(CountingPass()).uuid()
-        self.assertEqual(chained, (own[0], "counting-pass-v1"))
+        self.assertEqual(chained, (own[0], own[1], "counting-pass-v1"))
+        # the devices the int4pack rewrite runs on change the code it makes
+        with unittest.mock.patch.object(si, "INT4PACK_DEVICES", ("cpu", "cuda")):
+            self.assertNotEqual(si.SchedxGraphPass().uuid(), own)
         # a plain function has no identity Inductor can key on: no caching, as Inductor does itself
         self.assertIsNone(si.SchedxGraphPass(lambda g: None).uuid())
 

@@ -647,9 +647,9 @@ class SchedxGraphPass(CustomGraphPass):
             self.chained(graph)
 
     def uuid(self) -> Optional[Any]:
-        """Changes with this file, the Python side of the ops and of int4 repacking, and libschedx's
-        bytes; None (no caching, as Inductor does for any pass without one) where the chained
-        pass has none."""
+        """Changes with this file, the Python side of the ops and of int4 repacking, libschedx's
+        bytes and INT4PACK_DEVICES; None (no caching, as Inductor does for any pass without
+        one) where the chained pass has none."""
         chained = None
         if self.chained is not None:
             chained = self.chained.uuid() if isinstance(self.chained, CustomGraphPass) else None
@@ -657,7 +657,7 @@ class SchedxGraphPass(CustomGraphPass):
                 return None
         own = get_hash_for_files((__file__, _ops.__file__, _int4.__file__),
                                  extra=_library_digest(_capi.lib()._name)).hex()
-        return (own, chained)
+        return (own, tuple(INT4PACK_DEVICES), chained)
 
 
 def is_enabled() -> bool:

@@ -73,7 +73,7 @@ int family_tier(Family f, int64_t m) {
 // past it); the tensor-core kernel of the smallest batch of 8, 16 or 32 >= M (passes of 32 past
 // it; batch 64 lost to two passes of 32 at M = 64), in its measured form (load_words 4, split
 // 4 up to batch 16; split 8 at 32), then that batch in other forms (groups of 32 and 64 take
-// load_words 1 only), then batch 16's form (for configurations without batch 32), then others.
+// load_words 1 only), then batch 16 (for configurations without batch 32: fp16 x), then others.
 int rank_in_family(const Variant &v, Family f, int64_t m) {
     const int64_t batch = v.param_int("batch", 1);
     if (f == Family::smallbatch) return batch == (m <= 2 ? 2 : m <= 4 ? 4 : 8) ? 0 : 1;
@@ -84,12 +84,13 @@ int rank_in_family(const Variant &v, Family f, int64_t m) {
         return b <= 16 ? load_words == 4 && split == 4 : load_words == 1 && split == 8;
     };
     if (batch == want) return measured_form(batch) ? 0 : 1;
-    return batch == 16 && measured_form(16) ? 2 : 3;
+    if (batch == 16) return measured_form(16) ? 2 : 3;
+    return 4;
 }
 
 int untuned_rank(const Variant &v, const W4LinearCall &c) {
     const Family f = family_of(v);
-    return family_tier(f, c.m) * 4 + rank_in_family(v, f, c.m);
+    return family_tier(f, c.m) * 8 + rank_in_family(v, f, c.m);
 }
 
 // The epilogue variant (bias added to the GEMM's fp32 result) for x's and the scales' dtypes.

@@ -272,17 +272,11 @@ TEST_CASE("w4_linear tensor-core algorithm on the CPU: fragments, groups, split 
 // for an sm_90 device without one (the candidates as schedx_w4_linear lists them, cuBLAS
 // taken as loaded).
 TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at 2, tensor cores to 64, then dequantize + cuBLAS") {
-    std::vector<const schedx::Variant *> candidates;
-    for (const schedx::Variant &v : schedx::registry()) {
-        if (v.op == "w4_linear" && v.device == schedx::Device::cuda && v.param("x_type") == "bf16" &&
-            v.param("scale_type") == "bf16") {
-            candidates.push_back(&v);
-        }
-    }
     struct Call {
         int64_t m, n, k, x_offset;  // x_offset: bytes past a 16-byte boundary
-        const char *first;          // the first choice's name, after w4_linear_bf16_sbf16_
+        const char *first;          // the first choice's name, after w4_linear_<x>_s<scales>_
         int64_t group = 128;
+        const char *x = "bf16";     // x's and the scales' dtype (fp16: no batch-32 tensor-core variant)
     };
     const Call calls[] = {
         {1, 8192, 8192, 0, "gemv_r4"},
@@ -301,9 +295,20 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at
         {1, 4096, 4096, 2, "dequant_cublas"},
         {3, 4096, 0, 0, "cuda_general"},  // K = 0: only the general variant
         {100, 65536, 65536, 0, "mma_b32_r16w1_splitk8"},  // N x K past Halide's 32-bit indexing of the workspace
+        {32, 4096, 4096, 0, "mma_b16_r16w4_splitk4", 128, "fp16"},  // two passes of 16
+        {40, 4096, 4096, 0, "mma_b16_r16w1_splitk8", 64, "fp16"},
     };
     const uintptr_t base = uintptr_t(1) << 20;  // never dereferenced: the rules read pointer bits only
     for (const Call &call : calls) {
+        std::vector<const schedx::Variant *> candidates;
+        for (const schedx::Variant &v : schedx::registry()) {
+            if (v.op == "w4_linear" && v.device == schedx::Device::cuda && v.param("x_type") == call.x &&
+                v.param("scale_type") == call.x) {
+                candidates.push_back(&v);
+            }
+        }
+        const std::string prefix = std::string("w4_linear_") + call.x + "_s" + call.x + "_";
+        CAPTURE(call.x);
         CAPTURE(call.m);
         CAPTURE(call.n);
         CAPTURE(call.k);
@@ -317,9 +322,9 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at
                                  call.group, 0, 0, 0};
         const auto ranked = schedx::runnable_w4_variants(candidates, key, 90, c);
         REQUIRE(!ranked->empty());
-        CHECK(ranked->front()->name == std::string("w4_linear_bf16_sbf16_") + call.first);
+        CHECK(ranked->front()->name == prefix + call.first);
         // The general variant takes every call, last.
-        CHECK(ranked->back()->name == std::string("w4_linear_bf16_sbf16_cuda_general"));
+        CHECK(ranked->back()->name == prefix + "cuda_general");
     }
 }
 

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import schedx.inductor as si  # noqa: E402
+import schedx.int4  # noqa: E402
 from compare_torch import environment, md_table, write_report  # noqa: E402
 
 ROUNDS = 5
@@ -70,7 +71,7 @@ class WeightOnlyInt4Linear(torch.nn.Module):
             torch.ops.aten._convert_weight_to_int4pack_for_cpu(self.u, 2))
         self.register_buffer("scales_and_zeros", torch.stack([s, zero], -1).to(torch.bfloat16))
         self.group_size, self.out_features = group_size, n
-        self.mm = torch.ops.aten._weight_int4pack_mm if device == "cuda" else torch.ops.aten._weight_int4pack_mm_for_cpu
+        self.mm = schedx.int4.int4pack_mm(device)
 
     def forward(self, x):
         y = self.mm(x.reshape(-1, x.shape[-1]), self.weight, self.group_size, self.scales_and_zeros)
@@ -168,6 +169,17 @@ def breakdown(fns, args):
     return [f"{k[False][0]:.1f} / {k[True][0]:.1f}", f"{q[False]:.1f} / {q[True]:.1f}", "; ".join(k[True][1])]
 
 
+def linear_cells(mod, x, ref, weight_bytes, device="cuda", **compile_kwargs):
+    """(the two compiles, cells: without us, with us, speed-up, weight GB/s with, rewritten, error)
+    for a weight-only linear module on x, compiled without and with the pass."""
+    fns, fired = compile_both(mod, (x,), **compile_kwargs)
+    err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
+    t = alternate(fns, (x,), device)
+    gbs = weight_bytes / t[True] / 1e3
+    return fns, [f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x", f"{gbs:.0f}" if gbs >= 100 else f"{gbs:.1f}",
+                 ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shapes", default="4096x4096,8192x8192,16384x4096")
@@ -204,27 +216,18 @@ def main():
     for m in (int(v) for v in args.ms.split(",")) if "w8" in sections else []:
         x = torch.randn(m, 8192, device="cuda").to(torch.bfloat16)
         with torch.no_grad():
-            fns, fired = compile_both(mod, (x,), mode="reduce-overhead", fullgraph=True)
             ref = (x.double() @ mod.weight.double().t()) * mod.scales.double()
-            err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
-            t = alternate(fns, (x,))
+            fns, cells = linear_cells(mod, x, ref, 8192 * 8192, mode="reduce-overhead", fullgraph=True)
             # under no_grad as compiled: with grad enabled, Dynamo would recompile (the pass off by then)
-            rows2.append([m, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x",
-                          f"{8192 * 8192 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
-                         + breakdown(fns, (x,)))
+            rows2.append([m] + cells + breakdown(fns, (x,)))
         print(rows2[-1], flush=True)
     n, k = (int(v) for v in args.nk.split("x"))
     mod4 = WeightOnlyInt4Linear(n, k)
     for m in (int(v) for v in args.ms.split(",")) if "w4" in sections else []:
         x = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         with torch.no_grad(), torch._inductor.config.patch(freezing=True):
-            fns, fired = compile_both(mod4, (x,), mode="reduce-overhead", fullgraph=True)
-            ref = mod4.reference(x)
-            err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
-            t = alternate(fns, (x,))
-            rows3.append([m, f"{t[False]:.1f}", f"{t[True]:.1f}", f"{t[False] / t[True]:.2f}x",
-                          f"{n * k / 2 / t[True] / 1e3:.0f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"]
-                         + breakdown(fns, (x,)))
+            fns, cells = linear_cells(mod4, x, mod4.reference(x), n * k / 2, mode="reduce-overhead", fullgraph=True)
+            rows3.append([m] + cells + breakdown(fns, (x,)))
         print(rows3[-1], flush=True)
     write_report("schedx.inductor on unchanged programs", env, [
         f"Each program compiled without and with the pass, timed in turn ({ROUNDS} rounds of "
@@ -253,12 +256,8 @@ def cpu_w4(args, env):
         for m in (int(v) for v in args.ms.split(",")):
             x = torch.randn(m, k).to(torch.bfloat16)
             with torch.no_grad(), torch._inductor.config.patch(freezing=True):
-                fns, fired = compile_both(mod, (x,), fullgraph=True)
-                ref = mod.reference(x)
-                err = {on: ((fns[on](x).double() - ref).abs().max() / ref.abs().max()).item() for on in fns}
-                t = alternate(fns, (x,), device="cpu")
-            rows.append([threads, m, f"{t[False]:.0f}", f"{t[True]:.0f}", f"{t[False] / t[True]:.2f}x",
-                         f"{n * k / 2 / t[True] / 1e3:.1f}", ",".join(fired), f"{err[False]:.1e} / {err[True]:.1e}"])
+                _, cells = linear_cells(mod, x, mod.reference(x), n * k / 2, "cpu", fullgraph=True)
+            rows.append([threads, m] + cells)
             print(rows[-1], flush=True)
     write_report("schedx.inductor on gpt-fast's int4 module, CPU", env, [
         f"gpt-fast's WeightOnlyInt4Linear on the CPU (torch's int4pack, aten._weight_int4pack_mm_for_cpu, group 128), "

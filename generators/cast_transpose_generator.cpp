@@ -392,6 +392,9 @@ private:
             }
             per_lane.compute_at(tile_max, xi).reorder_storage(lane, x, y).vectorize(lane);
             per_lane.update().vectorize(lane);
+            // Partitioned over yo, every tile took the clamped tail version (x gathered element
+            // by element): AVX-512, bf16 2048^2, one thread, 4.39 -> 2.45 ms (2.28 without amax).
+            first.partition(yo, Partition::Never);
         }
     }
 

@@ -157,6 +157,15 @@ TEST_CASE("every CPU cast_transpose variant, forced, on exhaustive patterns and 
             }
             CHECK(result == "");
             CHECK(std::string(schedx_last_variant("cast_transpose")) == name);
+            if (c.amax) {
+                // The one largest |x| in the last row and column, in the overhanging tile where
+                // there is one: the tiles' reads at the edge (the exhaustive patterns' amax is NaN).
+                const uint32_t big = dt == SCHEDX_FP32 ? 0xC4000000u : (dt == SCHEDX_BF16 ? 0xC400u : 0xE000u);
+                const int shift16 = dt == SCHEDX_FP32 ? 16 : 0;
+                CHECK(check_cast_transpose(c, [m = m, k = k, big, shift16](int64_t i, int64_t j) {
+                          return i == m - 1 && j == k - 1 ? big : uint32_t((i + 3 * j) % 64) << (7 + shift16);
+                      }) == "");
+            }
         }
     }
     CHECK(refused <= 6);  // the autoscheduled variants' 1 x 1 and 17 x 33 at most

@@ -229,19 +229,26 @@ def main():
             fns, cells = linear_cells(mod4, x, mod4.reference(x), n * k / 2, mode="reduce-overhead", fullgraph=True)
             rows3.append([m] + cells + breakdown(fns, (x,)))
         print(rows3[-1], flush=True)
+    parts = {
+        "pattern1": ["Issue 130015's test_pattern1 (bf16 x, one-element fp32 scale on the GPU), torch.compile default mode; "
+                     "GB/s counts 4 bytes per element (2 read, 1 + 1 written); 'equal' = both outputs bit-equal with "
+                     "equal strides:", "",
+                     md_table(["M x K", "without us", "with us", "speed-up", "GB/s with", "rewritten", "equal"] + EXTRA,
+                              rows1), ""],
+        "w8": ["gpt-fast's WeightOnlyInt8Linear, N = K = 8192, bf16, mode='reduce-overhead', coordinate-descent tuning; "
+               "GB/s over the int8 weight; error = max |y - fp64 reference| / max |reference|, without / with:", "",
+               md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA,
+                        rows2), ""],
+        "w4": [f"gpt-fast's WeightOnlyInt4Linear (torch's int4pack, group 128), N x K = {args.nk}, bf16, the same "
+               "settings with freezing on in both compiles; GB/s over the 4-bit weight; error as above, against the "
+               "format's own (u - 8) * s + zero:", "",
+               md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA,
+                        rows3), ""],
+    }
     write_report("schedx.inductor on unchanged programs", env, [
         f"Each program compiled without and with the pass, timed in turn ({ROUNDS} rounds of "
-        "triton.testing.do_bench, L2 flushed before each call), medians in us; ratio = without / with.", "",
-        "Issue 130015's test_pattern1 (bf16 x, one-element fp32 scale on the GPU), torch.compile default mode; "
-        "GB/s counts 4 bytes per element (2 read, 1 + 1 written); 'equal' = both outputs bit-equal with equal strides:", "",
-        md_table(["M x K", "without us", "with us", "speed-up", "GB/s with", "rewritten", "equal"] + EXTRA, rows1), "",
-        "gpt-fast's WeightOnlyInt8Linear, N = K = 8192, bf16, mode='reduce-overhead', coordinate-descent tuning; "
-        "GB/s over the int8 weight; error = max |y - fp64 reference| / max |reference|, without / with:", "",
-        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows2), "",
-        f"gpt-fast's WeightOnlyInt4Linear (torch's int4pack, group 128), N x K = {args.nk}, bf16, the same settings with "
-        "freezing on in both compiles; GB/s over the 4-bit weight; error as above, against the format's own "
-        "(u - 8) * s + zero:", "",
-        md_table(["M", "without us", "with us", "speed-up", "weight GB/s with", "rewritten", "error"] + EXTRA, rows3), ""],
+        "triton.testing.do_bench, L2 flushed before each call), medians in us; ratio = without / with.", ""]
+        + [line for name, lines in parts.items() if name in sections for line in lines],
         args.out)
 
 

@@ -154,7 +154,10 @@ def read_time_us(nbytes):
 
 def decode_rate(model, batch, steps, profile=False):
     """(steps per second, compile seconds, the profiled step's kernel table or None)."""
-    step = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    # The greedy pick compiled with the model, as gpt-fast compiles sampling into decode_one_token
+    # (and clones the token it feeds back): eager, the argmax over 128256 logits ran as a reduce
+    # kernel of 36.5 us per step on an H100 (llama_decode_int4_2026-12-07_h100_6e035bb.md).
+    step = torch.compile(lambda t, p: model(t, p).argmax(-1), mode="reduce-overhead", fullgraph=True)
     tokens = torch.randint(0, Config.vocab, (batch, 1), device="cuda")
     # The position stays on the device and advances in place, as in gpt-fast's generate.py:
     # a new host tensor per step would be a synchronising copy.
@@ -162,7 +165,7 @@ def decode_rate(model, batch, steps, profile=False):
     t_compile = time.perf_counter()
     with torch.no_grad():
         for _ in range(3):  # compile, record the graph, replay
-            tokens = step(tokens, pos).argmax(-1)
+            tokens = step(tokens, pos).clone()
             pos += 1
         torch.cuda.synchronize()
         t_compile = time.perf_counter() - t_compile
@@ -171,7 +174,7 @@ def decode_rate(model, batch, steps, profile=False):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(steps):
-                tokens = step(tokens, pos).argmax(-1)
+                tokens = step(tokens, pos).clone()
                 pos += 1
             torch.cuda.synchronize()
             rates.append(steps / (time.perf_counter() - t0))
@@ -180,7 +183,7 @@ def decode_rate(model, batch, steps, profile=False):
             from torch.profiler import ProfilerActivity, profile as prof_ctx
             with prof_ctx(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(5):
-                    tokens = step(tokens, pos).argmax(-1)
+                    tokens = step(tokens, pos).clone()
                     pos += 1
                 torch.cuda.synchronize()
             table = prof.key_averages().table(sort_by="self_device_time_total", row_limit=12, max_name_column_width=70)

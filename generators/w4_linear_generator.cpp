@@ -167,9 +167,13 @@ private:
     // of the scaled groups in vectors; each W vector is unpacked once for B rows of x, each x
     // vector serves R rows of W. x by lane and its sums once per call. Tiles of 4 R rows of W
     // run in parallel. One AVX2 thread, N = K = 4096: r4 M = 1 2.19 ms (1.31x aten's int4pack),
-    // b4_r2 M = 4 3.68 ms (1.48x), M = 16 11.6 ms (1.39x); R = 2 or 3, B = 2 or 8 lost.
+    // b4_r2 M = 4 3.68 ms (1.48x), M = 16 11.6 ms (1.39x); R = 2 or 3, B = 2 or 8 lost. One
+    // AVX-512 thread: b4_r3 M = 4 1.70 ms against b4_r2's 1.89, M = 16 6.46 against 7.03.
     void schedule_cpu() {
         const int R = rows_per_warp, B = batch;
+        if (schedx::w4::cpu_tile_vectors(R, B) > schedx::kCpuMaxVectorRegisters) {
+            throw std::invalid_argument("a register tile of rows_per_warp x batch vectors spills on every CPU target");
+        }
         y->split(n, nt, n, 4 * R, TailStrategy::GuardWithIf)
             .split(n, no, ni, R, TailStrategy::GuardWithIf)
             .split(m, mo, mi, B, TailStrategy::GuardWithIf)

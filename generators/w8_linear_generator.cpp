@@ -83,7 +83,7 @@ private:
         Layout tile;
         tile.rows_per_warp = R;
         tile.batch = B;
-        if (tile.cpu_tile_vectors() > kCpuMaxVectorRegisters) {
+        if (tile.cpu_tile_vectors() > schedx::kCpuMaxVectorRegisters) {
             throw std::invalid_argument("a register tile of rows_per_warp x batch vectors spills on every CPU target");
         }
         RVar ro("ro"), ri("ri");

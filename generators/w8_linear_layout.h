@@ -4,6 +4,8 @@
 // can_run reads the same to decide which variants may take a call. Plain C++, no Halide.
 #pragma once
 
+#include "cpu_registers.h"
+
 #include <algorithm>
 
 namespace schedx::w8 {
@@ -46,8 +48,6 @@ struct Layout {
 // aligned, rows and extents in whole vectors.
 constexpr int kStageVectorBytes = 16;
 
-// The widest CPU target's vector registers (AVX-512): no CPU register tile may need more.
-constexpr int kCpuMaxVectorRegisters = 32;
 // w8_planes: a plane row holds K digits, then the row's exponent byte and zeros up to K + 16.
 constexpr int kPlanesRowPad = 16;
 

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "check_library.h"
+#include "pipeline_call.h"
 #include "registry.h"
 #include "validate.h"
 #include "w4_lanes_bf16.h"
@@ -97,7 +98,7 @@ TEST_CASE("w4_linear: random inputs within 1e-2 |y| + 1e-5 sum |terms| of an fp6
 
 TEST_CASE("w4_linear: every CPU variant, forced") {
     const std::vector<schedx_variant_info> infos = test::variant_infos("w4_linear", "cpu");
-    CHECK(infos.size() == 7);
+    CHECK(infos.size() == 10);
     for (const schedx_variant_info &info : infos) {
         const auto p = test::params_of(info);
         W4Case c{5, 33, 256, 64, 0, 0, 40};
@@ -123,8 +124,13 @@ TEST_CASE("w4_linear: every CPU variant, forced") {
     CHECK(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
     CHECK(check({3, 8, 64}, 1) == "");
     CHECK(schedx_last_variant("w4_linear") == std::string("w4_linear_bf16_sbf16_cpu_r4"));
-    CHECK(check({4, 8, 64}, 1) == "");
-    CHECK(schedx_last_variant("w4_linear") == std::string("w4_linear_bf16_sbf16_cpu_b4_r2"));
+    // From M = 4 the batch-4 tile that fits the running build's registers (w4::cpu_tile_vectors):
+    // R = 3 (17 vectors) with AVX-512's 32, R = 2 (12) with AVX2's 16, where R = 3 spills.
+    const std::string tile = schedx::cpu_vector_registers() == 32 ? "cpu_b4_r3" : "cpu_b4_r2";
+    for (int64_t m : {4, 16}) {
+        CHECK(check({m, 8, 64}, 1) == "");
+        CHECK(schedx_last_variant("w4_linear") == "w4_linear_bf16_sbf16_" + tile);
+    }
 }
 
 TEST_CASE("w4_linear: empty operands") {

@@ -231,7 +231,7 @@ class W4LinearTest(unittest.TestCase):
 
     def test_every_cpu_variant_forced(self):
         names = [v for v in schedx.variants() if v.op == "w4_linear" and v.device == "cpu"]
-        self.assertEqual(len(names), 7)
+        self.assertEqual(len(names), 10)
         for v in names:
             dtype = torch.bfloat16 if v.params["x_type"] == "bf16" else torch.float16
             sdtype = torch.bfloat16 if v.params["scale_type"] == "bf16" else torch.float16

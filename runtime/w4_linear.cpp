@@ -69,16 +69,23 @@ int family_tier(Family f, int64_t m) {
     return 0;  // Family::cpu: the only family among CPU candidates
 }
 
+// The GEMV's rows per warp by N: at N = 4096, 4 rows a warp fill half the warp slots of an
+// H100's one wave; 2 rows took 10.56 against 11.52 us (K = 4096) and 24.70 against 29.03
+// (K = 14336); from N = 6144 (13.17 against 14.38) to 128256, 4 rows, except 28672 (42.82
+// against 41.20) (w4_untuned_2026-12-07_h100_6e035bb.md).
+constexpr int64_t kGemvTwoRowsMaxN = 4096;
+
 // Within a family: the CPU tiles in their listed order, those past the running build's vector
-// registers last; the small-batch kernel of the smallest batch >= M (up to 8: passes of 8
+// registers last; the GEMV by N (above); the small-batch kernel of the smallest batch >= M (up to 8: passes of 8
 // past it); the tensor-core kernel of the smallest batch of 8, 16 or 32 >= M (passes of 32 past
 // it; batch 64 lost to two passes of 32 at M = 64), in its measured form (load_words 4, split
 // 4 up to batch 16; split 8 at 32), then that batch in other forms (groups of 32 and 64 take
 // load_words 1 only), then batch 16 (for configurations without batch 32: fp16 x), then others.
-int rank_in_family(const Variant &v, Family f, int64_t m) {
-    const int64_t batch = v.param_int("batch", 1);
+int rank_in_family(const Variant &v, Family f, const W4LinearCall &c) {
+    const int64_t batch = v.param_int("batch", 1), m = c.m;
     // A CPU tile past the running build's registers spills (w4::cpu_tile_vectors): after the others.
     if (f == Family::cpu) return w4::cpu_tile_vectors(v.param_int("rows_per_warp", 1), batch) > cpu_vector_registers();
+    if (f == Family::gemv) return v.param_int("rows_per_warp", 1) == (c.n <= kGemvTwoRowsMaxN ? 2 : 4) ? 0 : 1;
     if (f == Family::smallbatch) return batch == (m <= 2 ? 2 : m <= 4 ? 4 : 8) ? 0 : 1;
     if (f != Family::mma) return 0;
     const int64_t want = m <= 8 ? 8 : m <= 16 ? 16 : 32;
@@ -93,7 +100,7 @@ int rank_in_family(const Variant &v, Family f, int64_t m) {
 
 int untuned_rank(const Variant &v, const W4LinearCall &c) {
     const Family f = family_of(v);
-    return family_tier(f, c.m) * 8 + rank_in_family(v, f, c.m);
+    return family_tier(f, c.m) * 8 + rank_in_family(v, f, c);
 }
 
 // The epilogue variant (bias added to the GEMM's fp32 result) for x's and the scales' dtypes.

@@ -277,7 +277,7 @@ TEST_CASE("w4_linear tensor-core algorithm on the CPU: fragments, groups, split 
 // Untuned CUDA dispatch reads shapes, leading dimensions and pointer bits only: checked here
 // for an sm_90 device without one (the candidates as schedx_w4_linear lists them, cuBLAS
 // taken as loaded).
-TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at 2, tensor cores to 64, then dequantize + cuBLAS") {
+TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1 (2 or 4 rows a warp by N), small-batch at 2, tensor cores to 64, then dequantize + cuBLAS") {
     struct Call {
         int64_t m, n, k, x_offset;  // x_offset: bytes past a 16-byte boundary
         const char *first;          // the first choice's name, after w4_linear_<x>_s<scales>_
@@ -286,6 +286,9 @@ TEST_CASE("untuned CUDA dispatch of w4_linear: the GEMV at M = 1, small-batch at
     };
     const Call calls[] = {
         {1, 8192, 8192, 0, "gemv_r4"},
+        {1, 4096, 14336, 0, "gemv_r2"},  // N = 4096: 2 rows a warp fill the wave
+        {1, 6144, 4096, 0, "gemv_r4"},
+        {1, 128256, 4096, 0, "gemv_r4"},
         {2, 8192, 8192, 0, "b2_r4"},
         {3, 4096, 4096, 0, "mma_b8_r16w4_splitk4"},
         {4, 4097, 4096, 0, "mma_b8_r16w4_splitk4"},  // ragged N

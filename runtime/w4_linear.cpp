@@ -76,16 +76,16 @@ int family_tier(Family f, int64_t m) {
 constexpr int64_t kGemvTwoRowsMaxN = 4096;
 
 // Within a family: the CPU tiles in their listed order, those past the running build's vector
-// registers last; the GEMV by N (above); the small-batch kernel of the smallest batch >= M (up to 8: passes of 8
-// past it); the tensor-core kernel of the smallest batch of 8, 16 or 32 >= M (passes of 32 past
-// it; batch 64 lost to two passes of 32 at M = 64), in its measured form (load_words 4, split
-// 4 up to batch 16; split 8 at 32), then that batch in other forms (groups of 32 and 64 take
-// load_words 1 only), then batch 16 (for configurations without batch 32: fp16 x), then others.
+// registers last (they spill: w4::cpu_tile_vectors); the GEMV by N (above); the small-batch
+// kernel of the smallest batch >= M (up to 8: passes of 8 past it); the tensor-core kernel of
+// the smallest batch of 8, 16 or 32 >= M (passes of 32 past it; batch 64 lost to two passes of
+// 32 at M = 64), in its measured form (load_words 4, split 4 up to batch 16; split 8 at 32),
+// then that batch in other forms (groups of 32 and 64 take load_words 1 only), then batch 16
+// (for configurations without batch 32: fp16 x), then others.
 int rank_in_family(const Variant &v, Family f, const W4LinearCall &c) {
-    const int64_t batch = v.param_int("batch", 1), m = c.m;
-    // A CPU tile past the running build's registers spills (w4::cpu_tile_vectors): after the others.
-    if (f == Family::cpu) return w4::cpu_tile_vectors(v.param_int("rows_per_warp", 1), batch) > cpu_vector_registers();
-    if (f == Family::gemv) return v.param_int("rows_per_warp", 1) == (c.n <= kGemvTwoRowsMaxN ? 2 : 4) ? 0 : 1;
+    const int64_t batch = v.param_int("batch", 1), rows = v.param_int("rows_per_warp", 1), m = c.m;
+    if (f == Family::cpu) return w4::cpu_tile_vectors(int(rows), int(batch)) > cpu_vector_registers();
+    if (f == Family::gemv) return rows == (c.n <= kGemvTwoRowsMaxN ? 2 : 4) ? 0 : 1;
     if (f == Family::smallbatch) return batch == (m <= 2 ? 2 : m <= 4 ? 4 : 8) ? 0 : 1;
     if (f != Family::mma) return 0;
     const int64_t want = m <= 8 ? 8 : m <= 16 ? 16 : 32;

@@ -60,7 +60,7 @@ W8_SCALE_DTYPES = (torch.bfloat16, torch.float32)
 W4_DTYPES = ((torch.bfloat16, torch.bfloat16), (torch.bfloat16, torch.float16), (torch.float16, torch.float16))
 _INT4PACK_MM = (aten._weight_int4pack_mm.default, aten._weight_int4pack_mm_for_cpu.default)
 # Where the int4pack linear is rewritten: on CUDA schedx's kernels beat tinygemm's; on an AVX-512
-# CPU aten's kernel ran gpt-fast's module as fast or faster (the pass at 0.85-0.99x, docs/pytorch.md).
+# CPU aten's kernel ran gpt-fast's module as fast or faster, so the rewrite slowed it (docs/pytorch.md).
 INT4PACK_DEVICES: tuple[str, ...] = ("cuda",)
 # torchao's tensorwise scale clamps amax to this before dividing (schedx.h, current scaling).
 AMAX_EPS = 1e-12

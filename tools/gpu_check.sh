@@ -91,18 +91,21 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # built without a GPU run (one device call, about 2 minutes): block2d's e5m2 tiles (the word
-      # tiles, the 50 KiB one needing the runtime's shared-memory opt-in, and their integer twin) and the
-      # tiled axiswise first pass with each of its second passes (the filter narrows the variants under
-      # test only), forced bit for bit and under memcheck. Not timed: explore's quantize driver writes e4m3 only.
-      filter="block2d_bf16_e5m2_t128r16|axis_bf16_t128r16_vec"  # a regex searched in each name
-      SCHEDX_TEST_VARIANTS=$filter timeout 150 build/tests/schedx_cuda_quantize_tests \
-        -tc="every CUDA quantize_fp8 variant*" > "$out/pending_quantize_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_quantize_tests.log"
+    pending)  # built without a GPU run (one device call, about 5 minutes): w4_linear's unroll_k kernels
+      # (the GEMV's chunks and the tensor-core kernels' groups unrolled), forced against fp64 and under
+      # memcheck, then timed after a dirty L2 beside the forms they unroll at M = 1 and M = 4..16.
+      filter="_u[24]"  # a regex searched in each name
+      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=$filter timeout 150 build/tests/schedx_cuda_w4_tests \
+        -tc="every CUDA*" > "$out/pending_w4_tests.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_w4_tests.log"
       SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=$filter timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tests/schedx_cuda_quantize_tests -tc="every CUDA quantize_fp8 variant*" \
-        > "$out/pending_sanitizer_memcheck_quantize.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_sanitizer_memcheck_quantize.log" ;;
+        build/tests/schedx_cuda_w4_tests -tc="every CUDA*" > "$out/pending_sanitizer_memcheck_w4.log" 2>&1 || rc=1
+      tail -n 3 "$out/pending_sanitizer_memcheck_w4.log"
+      timeout 200 build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" \
+        --variants gemv_r,mma_b8_r16w4_splitk4,mma_b16_r16w4_splitk4 --configs bf16 \
+        --shapes 1x4096x4096,1x4096x14336,1x14336x4096,1x8192x8192,1x28672x4096,4x8192x8192,8x8192x8192,16x8192x8192,16x4096x14336 \
+        --csv "$out/explore_pending_w4.csv" > "$out/explore_pending_w4.md" 2> "$out/explore_pending_w4.err" || rc=1
+      grep -h -A4 "^| rank\|dispatch chose" "$out/explore_pending_w4.md" ;;
     w4mma)  # issue 50: the tensor-core w4 kernels (cuda_mma) and cuda_general's new code, never run on a GPU
       # when built: forced against fp64 (one stream pass), under memcheck, timed after a dirty L2 beside the
       # lane kernels and dequantize + cuBLAS (explore), then bench/w4_linear.py with that tuning database

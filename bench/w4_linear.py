@@ -71,12 +71,19 @@ def gpt_fast_path(layer):
     return torch.compile(fn, fullgraph=True)
 
 
+# GPU cycles spun after each flush (about 100 us), so that the host has queued the call before the
+# start event runs: without it a slow host (twice, a fresh machine's first run) timed every path,
+# cuBLAS included, 2-6x slow, its launch inside the events.
+HEAD_START_CYCLES = 200_000
+
+
 def timed(fns, x, calls, flush):
     """{name: [us per call]} with the paths alternated call by call after a flush."""
     times = {k: [] for k in fns}
     for _ in range(calls):
         for name, fn in fns.items():
             flush.zero_()
+            torch.cuda._sleep(HEAD_START_CYCLES)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn(x)

@@ -18,7 +18,6 @@ public:
     GeneratorParam<int> rows_per_warp{"rows_per_warp", 4};  // cuda lanes: rows of W per warp; cpu: per register tile
     GeneratorParam<int> warps{"warps", 4};                  // cuda lanes: warps per block
     GeneratorParam<int> batch{"batch", 1};                  // cpu, cuda_smallbatch: rows of x per register tile
-    GeneratorParam<int> unroll_k{"unroll_k", 1};            // cuda lanes: chunks of K whose loads a warp issues together
     // The algorithm of `schedule` with its buffer constraints but Halide's default schedule:
     // tests build the lane layout for the CPU (tests/test_w4_linear_cpu.cpp). No variant sets it.
     GeneratorParam<bool> default_schedule{"default_schedule", false};
@@ -29,7 +28,6 @@ public:
             throw std::invalid_argument("unknown schedule " + s);
         }
         lanes = s == "cuda_gemv" || s == "cuda_smallbatch";
-        if (unroll_k < 1 || (unroll_k > 1 && !lanes)) throw std::invalid_argument("unroll_k >= 1, above 1 for the lane kernels");
         // The lane layout reads x as words of two elements and W's vectors as 16-byte loads.
         declare_buffers(*this, x_type, scale_type, lanes);
     }
@@ -71,7 +69,6 @@ private:
     // The lane layout: a lane's words of W and x per vector, its vector's x and weights, sums.
     Func w_rows{"w_rows"}, x_rows{"x_rows"}, xr{"xr"}, wq{"wq"}, vdot{"vdot"}, vxsum{"vxsum"};
     Func lane_sum{"lane_sum"};
-    RVar chunk_loads{"rco"}, chunk_step{"rci"};  // the loops a step's loads and a chunk's sums sit in
     std::vector<Func> lane_tree;
 
     // The CPU's and cuda_general's sums: a chunk of 32 elements (4 W words) fills the L lanes
@@ -237,25 +234,13 @@ private:
             f.gpu_lanes(l);
         };
         per_lane(lane_sum);
-        // unroll_k chunks a step, their loads issued together at the step (chunk_loads) and their
-        // sums unrolled: a warp's bytes in flight times unroll_k. (The loads inside the unrolled
-        // chunks: Halide 21 hoisted their register allocations out of the trimmed last chunk's
-        // guard, "Symbol not found".)
-        Stage chunks = lane_sum.update();
-        if (unroll_k > 1) {
-            chunks.split(rc, chunk_loads, chunk_step, unroll_k, TailStrategy::GuardWithIf)
-                .reorder(m, n, chunk_step, chunk_loads, l).unroll(chunk_step);
-        } else {
-            chunk_step = chunk_loads = rc;
-            chunks.reorder(m, n, rc, l);
-        }
-        chunks.unroll(m).unroll(n).gpu_lanes(l);
+        lane_sum.update().reorder(m, n, rc, l).unroll(m).unroll(n).gpu_lanes(l);
         for (Func &sum : lane_tree) per_lane(sum);
-        vdot.compute_at(lane_sum, chunk_step).bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).bound_extent(m, B)
+        vdot.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).bound_extent(m, B)
             .unroll(n).unroll(m);
-        vxsum.compute_at(lane_sum, chunk_step).bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, B).unroll(m);
-        w_rows.compute_at(lane_sum, chunk_loads).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 8)
-            .bound_extent(l, 1).bound_extent(c, unroll_k).bound_extent(n, R).vectorize(e).unroll(n).unroll(c);
+        vxsum.compute_at(lane_sum, rc).bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, B).unroll(m);
+        w_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 8)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(n, R).vectorize(e).unroll(n);
     }
 
     // M = 1 (and any M, one pass over W per row of x): a warp owns R rows of W, each lane its
@@ -266,12 +251,12 @@ private:
         schedule_lane_warps(1);
         vdot.update().reorder(n, m, re).unroll(n).unroll(m).unroll(re);
         vxsum.update().unroll(re);
-        xr.compute_at(lane_sum, chunk_loads).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems)
-            .bound_extent(l, 1).bound_extent(c, unroll_k).bound_extent(m, 1).unroll(e).unroll(m).unroll(c);
+        xr.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).unroll(e).unroll(m);
         Var kw("kw");
-        x_rows.compute_at(lane_sum, chunk_loads).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 2)
-            .bound_extent(l, 1).bound_extent(c, unroll_k).bound_extent(m, 1).split(e, e, kw, 4).vectorize(kw).unroll(e)
-            .unroll(m).unroll(c);
+        x_rows.compute_at(lane_sum, rc).store_in(MemoryType::Register).bound_extent(e, schedx::w4::kVectorElems / 2)
+            .bound_extent(l, 1).bound_extent(c, 1).bound_extent(m, 1).split(e, e, kw, 4).vectorize(kw).unroll(e)
+            .unroll(m);
     }
 
     // M = 2..16: the GEMV's warps with B rows of x (W read once per B rows instead of once per

@@ -25,17 +25,15 @@ public:
     GeneratorParam<int> batch{"batch", 8};                    // rows m per warp, 8 per tile
     GeneratorParam<int> load_words{"load_words", 4};          // W words per row and lane per chunk
     GeneratorParam<int> split_k{"split_k", 1};                // warps sharing K by groups, summed in shared memory
-    GeneratorParam<int> unroll_k{"unroll_k", 1};              // a warp's groups whose loads it issues together
     // The algorithm with Halide's default schedule: tests build it for the CPU, where the mma is
     // computed by its definition (tests/test_w4_linear_cpu.cpp). No variant sets it.
     GeneratorParam<bool> default_schedule{"default_schedule", false};
 
     void configure() {
         if (std::string(sched) != "cuda_mma") throw std::invalid_argument("unknown schedule " + std::string(sched));
-        if (rows_per_warp % 16 != 0 || batch % 8 != 0 || !valid_mma_load_words(load_words) || split_k < 1 ||
-            unroll_k < 1) {
+        if (rows_per_warp % 16 != 0 || batch % 8 != 0 || !valid_mma_load_words(load_words) || split_k < 1) {
             throw std::invalid_argument("cuda_mma takes rows_per_warp a multiple of 16, batch of 8, load_words 1, 2 "
-                                        "or 4, split_k >= 1, unroll_k >= 1");
+                                        "or 4, split_k >= 1");
         }
         declare_buffers(*this, x_type, scale_type, true);
     }
@@ -209,22 +207,10 @@ private:
             .unroll(nt)
             .unroll(mt)
             .gpu_lanes(l);
-        // unroll_k groups a step, unrolled and predicated (no branch between them), so that ptxas
-        // can issue the later groups' loads before the first group's mmas.
-        Stage groups = part.update();
-        RVar group_step("rgi");
-        if (unroll_k > 1) {
-            RVar rgo("rgo");
-            groups.split(rg, rgo, group_step, unroll_k, TailStrategy::Predicate).reorder(e, nt, mt, l, group_step, rgo, s)
-                .unroll(group_step);
-        } else {
-            group_step = rg;
-            groups.reorder(e, nt, mt, l, rg, s);
-        }
-        groups.unroll(e).unroll(nt).unroll(mt).gpu_lanes(l);
+        part.update().reorder(e, nt, mt, l, rg, s).unroll(e).unroll(nt).unroll(mt).gpu_lanes(l);
         // u from 0, so that the X sums' ones are a constant in the unrolled loop (with a runtime
         // start Halide kept select(u == 1, ones, pair) as 32 SELs per chunk).
-        dfrag.compute_at(part, group_step)
+        dfrag.compute_at(part, rg)
             .bound(l, 0, 32)
             .bound(u, 0, 2)
             .bound_extent(nt, NT)

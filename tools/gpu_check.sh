@@ -9,8 +9,7 @@
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2"; "--forms schedx,schedx-int4,torchao-int4": issue 50's int4 decode)
 #   [w4mma] (issue 50: the tensor-core w4 kernels tested, under memcheck, timed against the lane kernels and torchao)
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
-#   [pending] (what was built or changed without a GPU run: forced tests, memcheck, timed where explore
-#   can; one device call) [divide] (issue 45: the CUDA divide variants, tested, under memcheck, timed)
+#   [divide] (issue 45: the CUDA divide variants, tested, under memcheck, timed)
 #   [quantize] [quantize_explore] [quantize_compare]  (quantize_compare needs torchao on PYTHONPATH;
 #   QUANTIZE_COMPARE_ARGS e.g. "--recipes block1x128" to fit one device call)
 #   (default: the first five)
@@ -91,21 +90,6 @@ for step in $steps; do
       timeout "${SANITIZE_TIMEOUT:-280}" compute-sanitizer --tool memcheck --error-exitcode 9 \
         build/tests/schedx_cuda_w8_tests --test-case='empty*,dispatch: K off the steps*' > "$out/w8_empty_ragged.log" 2>&1 || rc=1
       tail -n 3 "$out/w8_empty_ragged.log" ;;
-    pending)  # built without a GPU run (one device call, about 5 minutes): w4_linear's unroll_k kernels
-      # (the GEMV's chunks and the tensor-core kernels' groups unrolled), forced against fp64 and under
-      # memcheck, then timed after a dirty L2 beside the forms they unroll at M = 1 and M = 4..16.
-      filter="_u[24]"  # a regex searched in each name
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=$filter timeout 150 build/tests/schedx_cuda_w4_tests \
-        -tc="every CUDA*" > "$out/pending_w4_tests.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_w4_tests.log"
-      SCHEDX_TEST_QUICK=1 SCHEDX_TEST_VARIANTS=$filter timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
-        build/tests/schedx_cuda_w4_tests -tc="every CUDA*" > "$out/pending_sanitizer_memcheck_w4.log" 2>&1 || rc=1
-      tail -n 3 "$out/pending_sanitizer_memcheck_w4.log"
-      timeout 200 build/tools/schedx-explore --op w4_linear --device cuda --dirty-cache --db "$out/tuning.jsonl" \
-        --variants gemv_r,mma_b8_r16w4_splitk4,mma_b16_r16w4_splitk4 --configs bf16 \
-        --shapes 1x4096x4096,1x4096x14336,1x14336x4096,1x8192x8192,1x28672x4096,4x8192x8192,8x8192x8192,16x8192x8192,16x4096x14336 \
-        --csv "$out/explore_pending_w4.csv" > "$out/explore_pending_w4.md" 2> "$out/explore_pending_w4.err" || rc=1
-      grep -h -A4 "^| rank\|dispatch chose" "$out/explore_pending_w4.md" ;;
     w4mma)  # issue 50: the tensor-core w4 kernels (cuda_mma) and cuda_general's new code, never run on a GPU
       # when built: forced against fp64 (one stream pass), under memcheck, timed after a dirty L2 beside the
       # lane kernels and dequantize + cuBLAS (explore), then bench/w4_linear.py with that tuning database

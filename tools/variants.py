@@ -108,13 +108,12 @@ def schedule_part(op: str, v: Variant) -> str:
         return "cuda"
     if op == "w4_linear":
         rows = f"_r{g('rows_per_warp')}" if "rows_per_warp" in p else ""
-        unroll = f"_u{g('unroll_k')}" if "unroll_k" in p else ""
         if s == "cuda_gemv":
-            return "gemv" + rows + unroll + (f"_warps{g('warps')}" if "warps" in p else "")
+            return "gemv" + rows + (f"_warps{g('warps')}" if "warps" in p else "")
         if s == "cuda_smallbatch":
             return f"b{g('batch')}" + rows
         if s == "cuda_mma":
-            return f"mma_b{g('batch')}{rows}w{g('load_words')}_splitk{g('split_k')}{unroll}"
+            return f"mma_b{g('batch')}{rows}w{g('load_words')}_splitk{g('split_k')}"
         if g("stage") == "dequantize":
             return "dequant_cublas"
         return s + (f"_b{g('batch')}" if "batch" in p else "") + rows

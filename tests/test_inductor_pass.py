@@ -154,6 +154,23 @@ def divided_with_amax(x, s):  # the cast is schedx's, the amax Inductor's
     return f, f.t().contiguous().t(), x.abs().max()
 
 
+def weight_t(w, s):  # torchao's Float8Linear casts its weight as W.t(): f is W's rows viewed transposed
+    return ((w.t() * s).clamp(-448.0, 448.0).to(E4M3),)
+
+
+def weight_t_copy(w, s):  # its backward: one contiguous copy of that cast, W's transposed output
+    return ((w.t().float() * s).clamp(-57344.0, 57344.0).to(E5M2).contiguous(),)
+
+
+def weight_t_both(w, s):
+    f = (w.t() * s).clamp(-448.0, 448.0).to(E4M3)
+    return f, f.contiguous()
+
+
+def weight_t_amax(w, s):
+    return (w.t() * s).clamp(-448.0, 448.0).to(E4M3), w.t().abs().max()
+
+
 def every_pattern_but_nan(dtype):
     """Every bf16 (fp16) bit pattern as 256 x 256, NaNs as 0 (eager keeps a NaN's sign in the
     fp8 code, schedx encodes every NaN as 0x7F); fp32 x takes bf16's patterns."""
@@ -192,7 +209,11 @@ class CastTest(PassCase):
                  (cols_only_transposed_back, torch.bfloat16, Pattern.CAST_TRANSPOSE),
                  (tensor_bounds, torch.float32, Pattern.CAST_TRANSPOSE),
                  (rows_amax, torch.bfloat16, Pattern.CAST_TRANSPOSE_AMAX),
-                 (cols_amax, torch.float16, Pattern.CAST_TRANSPOSE_AMAX)]
+                 (cols_amax, torch.float16, Pattern.CAST_TRANSPOSE_AMAX),
+                 (weight_t, torch.bfloat16, Pattern.CAST_TRANSPOSE),
+                 (weight_t_copy, torch.float16, Pattern.CAST_TRANSPOSE),
+                 (weight_t_both, torch.float32, Pattern.CAST_TRANSPOSE),
+                 (weight_t_amax, torch.bfloat16, Pattern.CAST_TRANSPOSE_AMAX)]
         for fn, dtype, pattern in cases:
             with self.subTest(fn=fn.__name__, dtype=dtype):
                 torch._dynamo.reset()
@@ -272,8 +293,8 @@ class CastTest(PassCase):
             f = (x * s.expand(x.shape[0]).unsqueeze(1)).clamp(-448.0, 448.0).to(E4M3)
             return f, f.t().contiguous()
 
-        def transposed_x(x, s):
-            f = (x.t() * s).clamp(-448.0, 448.0).to(E4M3)
+        def strided_x(x, s):  # every other column: neither row-major nor a transpose of a row-major W
+            f = (x[:, ::2] * s).clamp(-448.0, 448.0).to(E4M3)
             return f, f.t().contiguous()
 
         def float64_x(x, s):  # (on CUDA, Inductor itself cannot compile fp64 to fp8)
@@ -290,7 +311,7 @@ class CastTest(PassCase):
 
         cases = [(divisor_over_x, "not a 2-D x / a one-element float32 scale"),
                  (zero_dim_scale, "rounded to torch.bfloat16"),
-                 (per_row_scale, "one-element float32 scale"), (transposed_x, "strides"),
+                 (per_row_scale, "one-element float32 scale"), (strided_x, "strides"),
                  (narrower_clamp, "not to +-448"), (computed_bounds, "unknown at compile time")]
         if DEVICE == "cpu":
             cases.append((float64_x, "in torch.float64"))
@@ -600,8 +621,9 @@ class TorchaoFloat8Test(PassCase):
     def test_float8_linear_step(self):
         """torchao's tensorwise Float8Linear, unchanged and compiled: the input's cast (forward) and
         grad_output's (backward), each with its transposed copy, run as schedx's current-scaling
-        op; the weight's casts (a transposed view, one copy each) stay Inductor's. Output and both
-        gradients equal torchao's eager step bit for bit."""
+        op; the weight's casts of W.t() as schedx's cast of W (forward: its rows, backward: its
+        transposed output), the weight's amax and scale Inductor's. Output and both gradients
+        equal torchao's eager step bit for bit."""
         from torchao.float8 import convert_to_float8_training
 
         def step(compiled):
@@ -621,6 +643,8 @@ class TorchaoFloat8Test(PassCase):
         out = step(compiled=True)
         graphs = si.reports()[first:]
         self.assertEqual([r.count(Pattern.CURRENT_SCALING) for r in graphs], [1, 1], graphs)
+        self.assertEqual([r.count(Pattern.CAST_TRANSPOSE) for r in graphs], [1, 1], graphs)
+        self.assertTrue(all(any("as W.t()" in w.detail for w in r.rewrites) for r in graphs), graphs)
         for a, b in zip(out, step(compiled=False)):
             self.assertTrue(torch.equal(a, b))
 

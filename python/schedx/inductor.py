@@ -176,12 +176,17 @@ def _describe(v: torch.Tensor) -> str:
 @dataclasses.dataclass
 class _Cast:
     convert: Node       # prims.convert_element_type(..., fp8)
-    x: Node             # [M, K] bf16, fp16 or fp32, unit last stride
+    x: Node             # the program's x, [M, K] bf16, fp16 or fp32
     scale: Node         # one fp32 element
     dtype: torch.dtype
-    cols: list[Node]    # f.t().contiguous() nodes, [K, M] contiguous
-    rows: bool          # f itself is read (not only through its transposed copies)
+    cols: list[Node]    # copies of f that are schedx's transposed output (below), [K, M] contiguous
+    rows: bool          # f itself is read (not only through those copies)
     divide: bool        # x / s (scale is the divisor), else x * s
+    # What schedx casts: x itself (unit last stride; cols are f.t().contiguous()), or W where x is
+    # W.t() of a row-major W (transposed: f is W's rows output viewed as W.t(), and cols are
+    # contiguous copies of f: W's transposed output), as torchao's Float8Linear casts its weight.
+    source: Optional[Node] = None
+    transposed: bool = False
 
 
 _UNKNOWN = object()
@@ -247,18 +252,29 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
     if not (_tensor_ok(vx) and _tensor_ok(vs) and vx.device == vs.device):
         return f"x on {vx.device} and the scale on {vs.device}: schedx needs both on one CPU or CUDA device"
     if not _known(vx.stride(1) == 1) and not _known(vx.shape[1] == 1):
-        return f"x has strides {tuple(vx.stride())}: schedx would copy it to row-major first"
+        w = x.args[0] if _is(x, aten.permute.default) and list(x.args[1]) == [1, 0] else None
+        if w is None or not _known(_val(w).stride(1) == 1):
+            return f"x has strides {tuple(vx.stride())}: schedx would copy it to row-major first"
+        # x = W.t(): f is W's cast viewed transposed, and f's contiguous copies W's transposed output.
+        copies = [u for u in conv.users if _is(u, aten.clone.default)
+                  and u.kwargs.get("memory_format", torch.contiguous_format) == torch.contiguous_format]
+        return _Cast(conv, x, scale, dtype, copies, rows=any(u not in copies for u in conv.users), divide=divide,
+                     source=w, transposed=True)
     # f.t().contiguous() nodes: each transpose of f whose only users are contiguous copies.
     transposes = [p for p in conv.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]
                   and all(_is(u, aten.clone.default) and u.kwargs.get("memory_format", torch.contiguous_format)
                           == torch.contiguous_format for u in p.users)]
     cols = [u for p in transposes for u in p.users]
-    return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users), divide=divide)
+    return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users), divide=divide,
+                 source=x)
 
 
-def _absmax_of(x: Node) -> Optional[Node]:
-    """A node computing max|x| over all of x (x or x.float()), 0-dim, if the graph has one."""
-    sources = [x] + [u for u in x.users if _is(u, prims.convert_element_type.default) and u.args[1] == torch.float32]
+def _absmax_of(x: Node, w: Optional[Node] = None) -> Optional[Node]:
+    """A node computing max|x| over all of x (x or x.float()), 0-dim, if the graph has one; where
+    x is W.t(), over W or any W.t() (the same elements)."""
+    views = [x] if w is None else [w] + [p for p in w.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]]
+    sources = views + [u for v in views for u in v.users
+                       if _is(u, prims.convert_element_type.default) and u.args[1] == torch.float32]
     for src in sources:
         for a in src.users:
             if not _is(a, aten.abs.default):
@@ -296,7 +312,7 @@ def _current_scale_of(scale: Node, amax: Node, dtype: torch.dtype) -> Optional[b
 
 def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node, int]) -> None:
     vx = _val(m.x)
-    amax = _absmax_of(m.x)
+    amax = _absmax_of(m.x, m.source if m.transposed else None)
     pow2 = None
     if amax is not None and m.divide:
         report.skips.append(Skip(Pattern.CAST_TRANSPOSE_AMAX, m.convert.name,
@@ -314,13 +330,14 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
             amax = None
     replaced = [m.convert, *m.cols] + ([amax] if amax is not None else []) + ([m.scale] if pow2 is not None else [])
     first = min(replaced, key=order.__getitem__)
-    inputs = [m.x] if pow2 is not None else [m.x, m.scale]
+    inputs = [m.source] if pow2 is not None else [m.source, m.scale]
     if any(order[i] > order[first] for i in inputs):
         report.skips.append(Skip(Pattern.CAST_TRANSPOSE_AMAX, m.convert.name,
                                  "the amax is used before the scale is computed: cast alone"))
         amax, replaced = None, [m.convert, *m.cols]
         first = min(replaced, key=order.__getitem__)
-    detail = f"{_describe(vx)}{' / s' if m.divide else ''} to {str(m.dtype).removeprefix('torch.')}"
+    detail = (f"{_describe(vx)}{' as W.t()' if m.transposed else ''}{' / s' if m.divide else ''} "
+              f"to {str(m.dtype).removeprefix('torch.')}")
     if not (m.rows and m.cols):
         _rewrite_one_orientation(graph, m, amax, first)
         report.rewrites.append(Rewrite(Pattern.CAST_TRANSPOSE_AMAX if amax is not None else Pattern.CAST_TRANSPOSE,
@@ -330,19 +347,21 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
     with graph.inserting_before(first):
         if pow2 is not None:
             pattern = Pattern.CURRENT_SCALING
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.below_autograd, m.x, m.dtype, pow2)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.below_autograd, m.source, m.dtype, pow2)
             amax_out, scale_out = (_emit(graph, operator.getitem, out, 2), _emit(graph, operator.getitem, out, 3))
             new_scale = _emit(graph, aten.reshape.default, scale_out, list(_val(m.scale).shape))
             m.scale.replace_all_uses_with(new_scale)
         elif amax is not None:
             pattern = Pattern.CAST_TRANSPOSE_AMAX
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_amax.below_autograd, m.x, m.scale, m.dtype)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_amax.below_autograd, m.source, m.scale, m.dtype)
             amax_out = _emit(graph, operator.getitem, out, 2)
         else:
             pattern = Pattern.CAST_TRANSPOSE
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.below_autograd, m.x, m.scale, m.dtype,
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8.below_autograd, m.source, m.scale, m.dtype,
                         **_divide_kwargs(m))
         rows = _emit(graph, operator.getitem, out, 0)
+        if m.transposed:  # f as the program has it: W's cast viewed as W.t()
+            rows = _emit(graph, aten.permute.default, rows, [1, 0])
         cols = _emit(graph, operator.getitem, out, 1)
         cols_t = _emit(graph, aten.permute.default, cols, [1, 0])
         if amax is not None:  # max|x| is exact in x's dtype: the fp32 amax converts back exactly
@@ -366,17 +385,17 @@ def _rewrite_one_orientation(graph: Graph, m: _Cast, amax: Optional[Node], first
     orientation not written (a null output in schedx's ABI)."""
     with graph.inserting_before(first):
         if m.rows:
-            out = _emit(graph, aten.empty_like.default, m.x, dtype=m.dtype, memory_format=torch.contiguous_format)
+            out = _emit(graph, aten.empty_like.default, m.source, dtype=m.dtype, memory_format=torch.contiguous_format)
             rows, cols = out, None
         else:  # cols is (M, K) with strides (1, M): a transposed view of a [K, M] buffer
-            xt = _emit(graph, aten.permute.default, m.x, [1, 0])
+            xt = _emit(graph, aten.permute.default, m.source, [1, 0])
             out = _emit(graph, aten.empty_like.default, xt, dtype=m.dtype, memory_format=torch.contiguous_format)
             rows, cols = None, _emit(graph, aten.permute.default, out, [1, 0])
         amax_out = scale_inv = None
         if amax is not None:
             amax_out = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
             scale_inv = _emit(graph, aten.empty.memory_format, [1], dtype=torch.float32, device=_val(m.x).device)
-        graph.call_function(torch.ops.schedx.cast_transpose_fp8_out.default, (m.x, m.scale),
+        graph.call_function(torch.ops.schedx.cast_transpose_fp8_out.default, (m.source, m.scale),
                             {"rows": rows, "cols": cols, "amax": amax_out, "scale_inv": scale_inv,
                              **_divide_kwargs(m)})
         if amax is not None:
@@ -384,8 +403,9 @@ def _rewrite_one_orientation(graph: Graph, m: _Cast, amax: Optional[Node], first
             if _val(amax).dtype != torch.float32:
                 new_amax = _emit(graph, prims.convert_element_type.default, new_amax, _val(amax).dtype)
             amax.replace_all_uses_with(new_amax)
+        f = _emit(graph, aten.permute.default, out, [1, 0]) if m.transposed and m.rows else out
     for n in [m.convert] + m.cols:
-        n.replace_all_uses_with(out)
+        n.replace_all_uses_with(f)
 
 
 # ------------------------------------------------------------------ the int8 weight-only linear

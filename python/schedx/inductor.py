@@ -185,7 +185,7 @@ class _Cast:
     # What schedx casts: x itself (unit last stride; cols are f.t().contiguous()), or W where x is
     # W.t() of a row-major W (transposed: f is W's rows output viewed as W.t(), and cols are
     # contiguous copies of f: W's transposed output), as torchao's Float8Linear casts its weight.
-    source: Optional[Node] = None
+    source: Node
     transposed: bool = False
 
 

@@ -202,6 +202,17 @@ def _bound(b: Any) -> Any:
     return _UNKNOWN
 
 
+def _contiguous_copy(n: Node) -> bool:
+    """n is x.contiguous() (or x.clone()): a row-major copy."""
+    return _is(n, aten.clone.default) and \
+        n.kwargs.get("memory_format", torch.contiguous_format) == torch.contiguous_format
+
+
+def _is_transpose(n: Any) -> bool:
+    """n is x.t() of a 2-D x."""
+    return _is(n, aten.permute.default) and list(n.args[1]) == [1, 0]
+
+
 def _match_cast(conv: Node) -> Union[_Cast, str, None]:
     """The cast ending at `conv`, a reason it is not schedx's, or None for no fp8 cast."""
     if not _is(conv, prims.convert_element_type.default) or conv.args[1] not in FP8_MAX:
@@ -252,18 +263,15 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
     if not (_tensor_ok(vx) and _tensor_ok(vs) and vx.device == vs.device):
         return f"x on {vx.device} and the scale on {vs.device}: schedx needs both on one CPU or CUDA device"
     if not _known(vx.stride(1) == 1) and not _known(vx.shape[1] == 1):
-        w = x.args[0] if _is(x, aten.permute.default) and list(x.args[1]) == [1, 0] else None
+        w = x.args[0] if _is_transpose(x) else None
         if w is None or not _known(_val(w).stride(1) == 1):
             return f"x has strides {tuple(vx.stride())}: schedx would copy it to row-major first"
         # x = W.t(): f is W's cast viewed transposed, and f's contiguous copies W's transposed output.
-        copies = [u for u in conv.users if _is(u, aten.clone.default)
-                  and u.kwargs.get("memory_format", torch.contiguous_format) == torch.contiguous_format]
+        copies = [u for u in conv.users if _contiguous_copy(u)]
         return _Cast(conv, x, scale, dtype, copies, rows=any(u not in copies for u in conv.users), divide=divide,
                      source=w, transposed=True)
     # f.t().contiguous() nodes: each transpose of f whose only users are contiguous copies.
-    transposes = [p for p in conv.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]
-                  and all(_is(u, aten.clone.default) and u.kwargs.get("memory_format", torch.contiguous_format)
-                          == torch.contiguous_format for u in p.users)]
+    transposes = [p for p in conv.users if _is_transpose(p) and all(_contiguous_copy(u) for u in p.users)]
     cols = [u for p in transposes for u in p.users]
     return _Cast(conv, x, scale, dtype, cols, rows=any(u not in transposes for u in conv.users), divide=divide,
                  source=x)
@@ -272,7 +280,7 @@ def _match_cast(conv: Node) -> Union[_Cast, str, None]:
 def _absmax_of(x: Node, w: Optional[Node] = None) -> Optional[Node]:
     """A node computing max|x| over all of x (x or x.float()), 0-dim, if the graph has one; where
     x is W.t(), over W or any W.t() (the same elements)."""
-    views = [x] if w is None else [w] + [p for p in w.users if _is(p, aten.permute.default) and list(p.args[1]) == [1, 0]]
+    views = [x] if w is None else [w] + [p for p in w.users if _is_transpose(p)]
     sources = views + [u for v in views for u in v.users
                        if _is(u, prims.convert_element_type.default) and u.args[1] == torch.float32]
     for src in sources:
@@ -347,7 +355,8 @@ def _rewrite_cast(graph: Graph, m: _Cast, report: GraphReport, order: dict[Node,
     with graph.inserting_before(first):
         if pow2 is not None:
             pattern = Pattern.CURRENT_SCALING
-            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.below_autograd, m.source, m.dtype, pow2)
+            out = _emit(graph, torch.ops.schedx.cast_transpose_fp8_current_scaling.below_autograd, m.source, m.dtype,
+                        pow2)
             amax_out, scale_out = (_emit(graph, operator.getitem, out, 2), _emit(graph, operator.getitem, out, 3))
             new_scale = _emit(graph, aten.reshape.default, scale_out, list(_val(m.scale).shape))
             m.scale.replace_all_uses_with(new_scale)
@@ -433,7 +442,7 @@ def _widened(n: Any) -> Optional[Node]:
 def _transposed_weight(p: Any, dtype: torch.dtype) -> Optional[Node]:
     """W where p is W.to(dtype).t() (gpt-fast) or W.t().to(dtype) (torchao's int8 tensor, traced)."""
     def t(n: Any) -> Optional[Node]:
-        return n.args[0] if _is(n, aten.permute.default) and list(n.args[1]) == [1, 0] else None
+        return n.args[0] if _is_transpose(n) else None
 
     def c(n: Any) -> Optional[Node]:
         return n.args[0] if _is(n, prims.convert_element_type.default) and n.args[1] == dtype else None

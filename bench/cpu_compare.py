@@ -6,8 +6,10 @@ In one process, alternated call by call (one timed batch of each, round after ro
 rows of issue 46's "Done when":
   w8         schedx's w8_linear (bf16) against torch.ops.aten._weight_int8pack_mm, a read-only
              pass over W (an int64 sum of its bytes) and a copy of W's bytes, at M = 1, 4, 16
-             and (N, K) = (4096, 4096), (14336, 4096), (4096, 14336); at M = 256 (4096^2) also
-             dequantize + torch.mm in bf16 (W converted on every call);
+             and (N, K) = (4096, 4096), (14336, 4096), (4096, 14336); at the large Ms (--w8-large-m,
+             default 256; 4096^2) also dequantize + torch.mm in bf16 (W converted on every call)
+             and schedx's own tiles (SCHEDX_W8_CPU_GEMM_MIN_ROWS=off), which the default call
+             leaves for torch's GEMM from 32 rows on a CPU with AVX512-BF16;
   cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
              torch.compile of the same code, a read-only pass over x and a copy of x (the
              cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
@@ -55,12 +57,13 @@ from quantize_compare import check_equal, reference_fn, schedx_fn  # noqa: E402 
 
 W8_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
 W8_MS = [1, 4, 16]
-W8_LARGE_M = 256  # at (4096, 4096) only: against dequantize + torch.mm
+W8_LARGE_MS = [256]  # at (4096, 4096) only: against dequantize + torch.mm and schedx's tiles
 CAST_SHAPES = [(2048, 2048), (4096, 4096)]
 QUANTIZE_SHAPES = [(4096, 4096)]
 # quantize_compare's recipe names and the option each runs with (TE's pow2 scales, MX RCEIL).
 QUANTIZE_RECIPES = {"block1x128": True, "block128x128": True, "mxfp8": "rceil"}
 QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST, QUICK_QUANTIZE = [(1024, 1024)], [1, 4], [(512, 512)], [(512, 512)]
+W8_GEMM_ENV = "SCHEDX_W8_CPU_GEMM_MIN_ROWS"
 W4_GROUP = 128  # torchao's and gpt-fast's default group size
 OPS = ("w8", "w4", "cast", "cast1", "quantize")
 E4M3_MAX = 448.0
@@ -116,7 +119,20 @@ def check_w8(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> None:
         raise AssertionError(f"schedx w8_linear off by {rel:.3g} relative")
 
 
-def bench_w8(m: int, n: int, k: int, rows: list, threads: int) -> None:
+def w8_tiles_only(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """schedx's w8_linear with its own CPU tiles at any M (torch's GEMM path turned off)."""
+    before = os.environ.get(W8_GEMM_ENV)
+    os.environ[W8_GEMM_ENV] = "off"
+    try:
+        return torch.ops.schedx.w8_linear(x, w, s, None)
+    finally:
+        if before is None:
+            del os.environ[W8_GEMM_ENV]
+        else:
+            os.environ[W8_GEMM_ENV] = before
+
+
+def bench_w8(m: int, n: int, k: int, rows: list, threads: int, large: bool = False) -> None:
     g = torch.Generator().manual_seed(m * 7 + n + k)
     per_set = n * k + m * k * 2
     sets = copies_for(per_set)
@@ -132,8 +148,9 @@ def bench_w8(m: int, n: int, k: int, rows: list, threads: int) -> None:
         "read W": lambda i: ws[i].view(torch.int64).sum(),
         "copy W": lambda i: dst.copy_(ws[i]),
     }
-    if m >= W8_LARGE_M:
+    if large:
         cands["dequant+mm"] = lambda i: torch.mm(xs[i], ws[i].to(torch.bfloat16).t()) * s
+        cands["schedx tiles"] = lambda i: w8_tiles_only(xs[i], ws[i], s)
     t = time_alternated(cands, sets)
     rows.append(("w8_linear", f"M={m} N={n} K={k}", threads, t, n * k))
 
@@ -347,6 +364,8 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="small shapes only (proves the script runs)")
     ap.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1, 2 and all cores)")
     ap.add_argument("--ops", nargs="*", choices=OPS, default=list(OPS), help="operators to run (default: all)")
+    ap.add_argument("--w8-large-m", type=int, nargs="*", default=W8_LARGE_MS,
+                    help="w8 Ms at 4096^2 also timed against dequantize + mm and schedx's own tiles")
     ap.add_argument("--note", default="", help="a line about the conditions, e.g. 'shared machine, noisy'")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
@@ -365,7 +384,8 @@ def main(argv: Sequence[str]) -> int:
                 for m in ms:
                     bench_w8(m, n, k, rows, threads)
             if not args.quick:
-                bench_w8(W8_LARGE_M, 4096, 4096, rows, threads)
+                for m in args.w8_large_m:
+                    bench_w8(m, 4096, 4096, rows, threads, large=True)
         if "w4" in ops:
             for n, k in nk:
                 for m in ms:

@@ -12,6 +12,7 @@ import os
 import re
 import tempfile
 import unittest
+import unittest.mock
 import warnings
 
 os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
@@ -301,6 +302,45 @@ class W8LinearOpTest(unittest.TestCase):
             ops.w8_linear_out(x.reshape(6, 64), w, s, None, out=buf[:, :48])
             self.assertTrue(torch.equal(buf[:, :48], y.reshape(6, 48)))
             self.assertTrue(bool(buf[:, 48:].isnan().all()))
+
+    def test_cpu_torch_gemm(self):
+        """From SCHEDX_W8_CPU_GEMM_MIN_ROWS rows (by default 32 where the CPU has AVX512-BF16),
+        a bf16 CPU call is torch's GEMM on W in bf16, rounded as gpt-fast's formulation rounds."""
+        if schedx.ops.kernels != "c++":
+            self.skipTest("the C++ kernels make this choice; these are the Python kernels")
+        g = torch.Generator().manual_seed(5)
+        w = torch.randint(-128, 128, (40, 72), generator=g, dtype=torch.int8)
+        wb = w.to(torch.bfloat16)
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": "4"}):
+            for sdt in (torch.bfloat16, torch.float32):
+                s = (torch.rand(40, generator=g) / 64).to(sdt)
+                b = torch.randn(40, generator=g).to(sdt)
+                for lead in ((4,), (2, 3), (33,)):
+                    x = torch.randn(*lead, 72, generator=g).to(torch.bfloat16)
+                    product = torch.nn.functional.linear(x, wb).float()
+                    with self.subTest(scales=sdt, x=lead):
+                        self.assertTrue(torch.equal(ops.w8_linear(x, w, s), (product * s.float()).to(torch.bfloat16)))
+                        self.assertTrue(torch.equal(ops.w8_linear(x, w, s, b),
+                                                    (product * s.float() + b.float()).to(torch.bfloat16)))
+                        buf = torch.full((x.numel() // 72, 48), float("nan"), dtype=torch.bfloat16)
+                        ops.w8_linear_out(x.reshape(-1, 72), w, s, b, out=buf[:, :40])
+                        self.assertTrue(torch.equal(buf[:, :40], ops.w8_linear(x, w, s, b).reshape(-1, 40)))
+                        self.assertTrue(bool(buf[:, 40:].isnan().all()))
+            # Below the rows, and for fp16 x, schedx's own kernel: within its tolerance of fp64.
+            s = (torch.rand(40, generator=g) / 64).to(torch.bfloat16)
+            for x in (torch.randn(3, 72, generator=g).to(torch.bfloat16), torch.randn(8, 72, generator=g).half()):
+                ref = ref_w8(x, w, s, None)
+                torch.testing.assert_close(ops.w8_linear(x, w, s).double(), ref, rtol=1e-2,
+                                           atol=1e-5 * ref.abs().max().item())
+        x = torch.randn(8, 72, generator=g).to(torch.bfloat16)
+        for value in ("0", "many", ""):
+            with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": value}):
+                assert_fails_with(self, [(Status.ERR_BAD_SIZE, "SCHEDX_W8_CPU_GEMM_MIN_ROWS",
+                                          lambda: ops.w8_linear(x, w, s))])
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": "off"}):
+            ref = ref_w8(x, w, s, None)
+            torch.testing.assert_close(ops.w8_linear(x, w, s).double(), ref, rtol=1e-2,
+                                       atol=1e-5 * ref.abs().max().item())
 
     def test_empty(self):
         for device in DEVICES:

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <optional>
 #include <tuple>
@@ -19,6 +20,7 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/BFloat16.h>
 
 #include "schedx/schedx.h"
 
@@ -406,6 +408,63 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
     }
 }
 
+// From this many rows of x, a bf16 call on a CPU with AVX512-BF16 goes to torch's own GEMM
+// (oneDNN's vdpbf16ps or AMX: twice or more the multiply-adds of schedx's fp32 tiles) on W
+// converted to bf16, as CUDA calls of large M go to cuBLAS. 32 is where the AVX-512 VM's M = 256
+// loss (0.67x dequantize + mm) was expected to start; the GPU host's cores measure it.
+// SCHEDX_W8_CPU_GEMM_MIN_ROWS overrides it on any CPU (a row count, or "off").
+constexpr int64_t kCpuBf16GemmMinRows = 32;
+
+bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
+    if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU) {
+        return false;
+    }
+    if (const char *env = std::getenv("SCHEDX_W8_CPU_GEMM_MIN_ROWS")) {
+        if (std::string(env) == "off") return false;
+        char *end = nullptr;
+        const long long min_rows = std::strtoll(env, &end, 10);
+        if (end == env || *end != '\0' || min_rows < 1) {
+            fail(SCHEDX_ERR_BAD_SIZE,
+                 std::string("SCHEDX_W8_CPU_GEMM_MIN_ROWS must be a row count >= 1 or \"off\", got \"") + env + "\"");
+        }
+        return rows >= min_rows;
+    }
+#if defined(__x86_64__)
+    static const bool bf16_dot = __builtin_cpu_supports("avx512bf16");
+#else
+    static const bool bf16_dot = false;
+#endif
+    return bf16_dot && rows >= kCpuBf16GemmMinRows;
+}
+
+// y2 = (x2 @ W.to(bf16).T) * scales (+ bias): the GEMM's bf16 result rounded, then scaled
+// (and biased) in fp32 and rounded again, as gpt-fast's linear(x, W.to(x.dtype)) * scales
+// rounds. The epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
+void w8_by_torch_gemm(const Tensor &x2, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias,
+                      Tensor &y2) {
+    using torch::headeronly::detail::f32_from_bits;
+    using torch::headeronly::detail::round_to_nearest_even;
+    const Tensor product = torch::stable::contiguous(
+        torch::stable::matmul(x2, torch::stable::transpose(torch::stable::to(w, ScalarType::BFloat16), 0, 1)));
+    const Tensor s = torch::stable::contiguous(torch::stable::to(scales, ScalarType::Float));
+    const std::optional<Tensor> b =
+        bias ? std::optional<Tensor>(torch::stable::contiguous(torch::stable::to(*bias, ScalarType::Float)))
+             : std::nullopt;
+    const int64_t n = y2.size(1), ldy = y2.stride(0);
+    const auto *p = static_cast<const uint16_t *>(product.const_data_ptr());
+    const auto *sv = static_cast<const float *>(s.const_data_ptr());
+    const float *bv = b ? static_cast<const float *>(b->const_data_ptr()) : nullptr;
+    auto *y = static_cast<uint16_t *>(y2.mutable_data_ptr());
+    torch::stable::parallel_for(0, y2.size(0), 1, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; i++) {
+            for (int64_t j = 0; j < n; j++) {
+                const float v = f32_from_bits(p[i * n + j]) * sv[j];
+                y[i * ldy + j] = round_to_nearest_even(bv ? v + bv[j] : v);
+            }
+        }
+    });
+}
+
 // y [..., N] = x [..., K] @ w.T * scales (+ bias), the arguments but y already checked
 // (check_w8_args, once per call), then one C call on x's device and current stream.
 void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias, Tensor &y) {
@@ -433,6 +492,10 @@ void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::
         } else {
             torch::stable::zero_(y2);
         }
+        return;
+    }
+    if (cpu_bf16_gemm_pays(x, xm.rows)) {
+        w8_by_torch_gemm(xm.t, w, scales, bias, y2);
         return;
     }
     const Tensor s = torch::stable::contiguous(scales);

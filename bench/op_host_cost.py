@@ -80,8 +80,13 @@ def main():
     # Autograd kernel, as every call does under torch.inference_mode().
     with torch.inference_mode():
         x_inf, w_inf, s_inf = x.clone(), w.clone(), s.clone()
+    lin = torch.nn.Linear(nk, nk, bias=False, device=dev, dtype=torch.bfloat16)
+    q8 = snn.Int8WeightOnlyLinear.from_linear(lin)
     rows = alternated(f"w8_linear M=1 N=K={nk}", [
         ("eager F.linear on bf16 W", lambda: F.linear(x, wd)),
+        ("torch.nn.Linear, bf16 (a module call)", lambda: lin(x)),
+        ("schedx.nn.Int8WeightOnlyLinear (a module call: below_autograd, x needs no grad)", lambda: q8(x)),
+        (f"torch.ops.schedx.w8_linear.below_autograd, {kernel}", lambda: op.below_autograd(x, w, s)),
         (f"torch.ops.schedx.w8_linear, {kernel}", lambda: op(x, w, s)),
         (f"torch.ops.schedx.w8_linear.default, {kernel}", lambda: op.default(x, w, s)),
         (f"torch.ops.schedx.w8_linear on inference tensors (no Autograd kernel), {kernel}",
@@ -111,7 +116,11 @@ def main():
         w4_inf = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in w4_args)
     rows += alternated(f"w4_linear M=1 N=K={nk} group {group}", [
         ("eager F.linear on bf16 W", lambda: F.linear(x, wd)),
+        ("torch.nn.Linear, bf16 (a module call)", lambda: lin(x)),
+        ("schedx.nn.Int4WeightOnlyLinear (a module call: below_autograd, x needs no grad)", lambda: w4(x)),
         (f"torch.ops.schedx.w4_linear, {kernel}", lambda: torch.ops.schedx.w4_linear(*w4_args)),
+        (f"torch.ops.schedx.w4_linear.below_autograd, {kernel}",
+         lambda: torch.ops.schedx.w4_linear.below_autograd(*w4_args)),
         (f"torch.ops.schedx.w4_linear on inference tensors (no Autograd kernel), {kernel}",
          lambda: torch.ops.schedx.w4_linear(*w4_inf)),
         ("the same schema with the Python kernel (schedx_bench)", lambda: torch.ops.schedx_bench.w4_linear_py(*w4_args)),

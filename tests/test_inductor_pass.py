@@ -713,8 +713,11 @@ class InstallTest(unittest.TestCase):
         s = torch.tensor([2.0], device=DEVICE)
         w = torch.randint(-128, 128, (16, 40), dtype=torch.int8, device=DEVICE)
         scales = torch.rand(16, dtype=torch.bfloat16, device=DEVICE)
+        w4 = schedx.int4.pack_nibbles(torch.randint(0, 16, (16, 64), dtype=torch.int32)).to(DEVICE)
+        w4_scales, w4_zeros = (torch.rand(16, 2, dtype=torch.bfloat16, device=DEVICE) for _ in range(2))
         calls = {"cast_transpose_fp8": (x, s, E4M3), "cast_transpose_fp8_amax": (x, s, E5M2),
-                 "cast_transpose_fp8_current_scaling": (x, E4M3, True), "w8_linear": (x, w, scales)}
+                 "cast_transpose_fp8_current_scaling": (x, E4M3, True), "w8_linear": (x, w, scales),
+                 "w4_linear": (x[:, :32].contiguous().repeat(1, 2), w4, w4_scales, w4_zeros, None, 32)}
         self.assertEqual(set(calls), set(si._ops.BELOW_AUTOGRAD))
         for name, args in calls.items():
             with self.subTest(op=name):

@@ -604,7 +604,8 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
     m.impl("cast_transpose_fp8_amax.below_autograd", TORCH_BOX(&cast_transpose_fp8_amax));        \
     m.impl("cast_transpose_fp8_current_scaling.below_autograd",                                   \
            TORCH_BOX(&cast_transpose_fp8_current_scaling));                                       \
-    m.impl("w8_linear.below_autograd", TORCH_BOX(&w8_linear))
+    m.impl("w8_linear.below_autograd", TORCH_BOX(&w8_linear));                                    \
+    m.impl("w4_linear.below_autograd", TORCH_BOX(&w4_linear))
 
 // CPU variants run their parallel loops on torch's thread pool: one pool in the process, so
 // torch's ops and schedx's never oversubscribe the cores (two pools, each spinning after its

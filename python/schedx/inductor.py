@@ -620,7 +620,7 @@ def _rewrite_w4(graph: Graph, m: _W4, report: GraphReport, repacked: dict) -> No
             repacked[key] = (p.form, [None if t is None else _constant(graph, f"_schedx_w4_{part}", t, m.x)
                                       for part, t in (("w", p.w), ("scales", p.scales), ("zeros", p.zeros))])
         form, (w, scales, zeros) = repacked[key]
-        y = _emit(graph, torch.ops.schedx.w4_linear.default, m.x, w, scales, zeros, None, m.group_size)
+        y = _emit(graph, torch.ops.schedx.w4_linear.below_autograd, m.x, w, scales, zeros, None, m.group_size)
     m.mm.replace_all_uses_with(y)
     report.rewrites.append(Rewrite(Pattern.W4_LINEAR, m.mm.name,
                                    f"x {_describe(_val(m.x))}, W [{_val(w).shape[0]}, {_val(m.x).shape[1]}], "

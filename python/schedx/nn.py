@@ -72,6 +72,15 @@ def _swap(module: torch.nn.Module, make: Callable, module_filter_fn: Optional[Ca
 SCALES_DTYPE = {torch.bfloat16: torch.bfloat16, torch.float16: torch.float32}
 
 
+def _overload(packet, *inputs: Optional[torch.Tensor]):
+    """The op's default overload where autograd must see the call (grad mode on and an input
+    that requires grad), else its below_autograd overload: the same kernels without the Python
+    Autograd kernel, whose host time every eager call would pay (docs/pytorch.md)."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in inputs):
+        return packet.default
+    return packet.below_autograd
+
+
 class Int8WeightOnlyLinear(torch.nn.Module):
     """y = (x @ weight.T) * scales (+ bias), weight int8 [out, in], scales [out].
 
@@ -125,7 +134,7 @@ class Int8WeightOnlyLinear(torch.nn.Module):
         return m
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.schedx.w8_linear(x, self.weight, self.scales, self.bias)
+        return _overload(torch.ops.schedx.w8_linear, x, self.bias)(x, self.weight, self.scales, self.bias)
 
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
@@ -225,7 +234,8 @@ class Int4WeightOnlyLinear(torch.nn.Module):
         return int4.dequantize(self.packed, dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.schedx.w4_linear(x, self.weight, self.scales, self.zeros, self.bias, self.group_size)
+        return _overload(torch.ops.schedx.w4_linear, x, self.bias)(x, self.weight, self.scales, self.zeros, self.bias,
+                                                                   self.group_size)
 
     def extra_repr(self):
         form = "symmetric" if self.zeros is None else "asymmetric"

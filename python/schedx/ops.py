@@ -74,7 +74,8 @@ _lib.define("quantize_fp8(Tensor x, str recipe, ScalarType dtype, bool pow2_scal
 # The same kernels again as the overload below_autograd, with no Autograd kernel: what graph
 # passes emit (schedx.inductor), whose graphs are below autograd already and have no use for
 # the Python Autograd kernel's host time on every call (docs/pytorch.md).
-BELOW_AUTOGRAD = ("cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_current_scaling", "w8_linear")
+BELOW_AUTOGRAD = (
+    "cast_transpose_fp8", "cast_transpose_fp8_amax", "cast_transpose_fp8_current_scaling", "w8_linear", "w4_linear")
 for _name in BELOW_AUTOGRAD:
     _lib.define(str(getattr(torch.ops.schedx, _name).default._schema).removeprefix("schedx::")
                 .replace("(", ".below_autograd(", 1))
@@ -382,6 +383,7 @@ def w4_linear(x, w, scales, zeros, bias, group_size):
 
 
 
+@torch.library.register_fake("schedx::w4_linear.below_autograd")
 @torch.library.register_fake("schedx::w4_linear")
 def _(x, w, scales, zeros, bias, group_size):
     _check_w4_args(x, w, scales, zeros, bias, group_size)

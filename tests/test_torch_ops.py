@@ -511,6 +511,37 @@ class AutogradTest(unittest.TestCase):
         want = (torch.ones(4, 16, dtype=torch.bfloat16) * q.scales) @ q.weight.to(torch.bfloat16)
         self.assertTrue(torch.equal(x.grad, want))
 
+    def test_modules_skip_the_autograd_kernel_without_grad(self):
+        """schedx.nn's modules call below_autograd unless autograd must see the call: the same
+        results, without the Python Autograd kernel's host time."""
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Overloads(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.seen = []
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func.namespace == "schedx":
+                    self.seen.append(func._overloadname)
+                return func(*args, **(kwargs or {}))
+
+        lin = torch.nn.Linear(64, 16, dtype=torch.bfloat16)
+        for module in (snn.Int8WeightOnlyLinear.from_linear(lin), snn.Int4WeightOnlyLinear.from_linear(lin, 32)):
+            x = torch.randn(3, 64, dtype=torch.bfloat16)
+            want = module(x.requires_grad_()) if isinstance(module, snn.Int8WeightOnlyLinear) else None
+            for grad, needs, overload in ((True, False, "below_autograd"), (False, True, "below_autograd"),
+                                          (True, True, "default")):
+                if overload == "default" and want is None:
+                    continue  # w4_linear has no derivative: its default overload refuses the call
+                with self.subTest(module=type(module).__name__, grad_enabled=grad, x_requires_grad=needs):
+                    with torch.set_grad_enabled(grad), Overloads() as mode:
+                        y = module(x.detach().requires_grad_(needs))
+                    self.assertEqual(mode.seen, [overload])
+                    if want is not None:
+                        self.assertTrue(torch.equal(y, want))
+                        self.assertEqual(y.requires_grad, grad and needs)
+
     def test_scales_and_no_derivative_ops_refuse_grad(self):
         x = torch.ones(8, 16, dtype=torch.bfloat16)
         w = torch.ones(4, 16, dtype=torch.int8)

@@ -805,6 +805,42 @@ def torchao_tensorwise_reference(x, w, grad, fwd_dtype, grad_dtype, pow2):
 
 
 @needs_torch
+class ExportTest(unittest.TestCase):
+    """A model converted to schedx.nn, exported (dynamic M) and packaged by AOTInductor, then
+    loaded in a fresh process that imports schedx.ops first, as a deployment does: the packaged
+    graph calls torch.ops.schedx through the dispatcher and gives eager's results bit for bit."""
+
+    def test_aoti_package_in_a_fresh_process(self):
+        import subprocess
+        import sys
+
+        torch.manual_seed(3)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32, bias=False),
+                                    torch.nn.ReLU(), torch.nn.Linear(32, 16)).to(torch.bfloat16)
+        snn.convert_to_int8_weight_only(model, module_filter_fn=lambda m, name: name != "2")
+        model[2] = snn.Int4WeightOnlyLinear.from_linear(model[2], 32, symmetric=False)
+        xs = [torch.randn(m, 64, dtype=torch.bfloat16) for m in (4, 1, 7)]
+        with torch.no_grad():
+            want = [model(x) for x in xs]
+            program = torch.export.export(model, (xs[0],),
+                                          dynamic_shapes=({0: torch.export.Dim("m", min=1, max=1024)},))
+        self.assertEqual(sorted({str(n.target) for n in program.graph.nodes if "schedx" in str(n.target)}),
+                         ["schedx.w4_linear.below_autograd", "schedx.w8_linear.below_autograd"])
+        with tempfile.TemporaryDirectory() as tmp:
+            path = torch._inductor.aoti_compile_and_package(program, package_path=os.path.join(tmp, "m.pt2"))
+            torch.save({"xs": xs, "want": want}, os.path.join(tmp, "io.pt"))
+            script = ("import sys, torch, schedx.ops\n"
+                      "io = torch.load(sys.argv[2])\n"
+                      "model = torch._inductor.aoti_load_package(sys.argv[1])\n"
+                      "ok = [torch.equal(model(x), y) for x, y in zip(io['xs'], io['want'])]\n"
+                      "print(ok)\n"
+                      "sys.exit(0 if all(ok) else 1)\n")
+            run = subprocess.run([sys.executable, "-c", script, path, os.path.join(tmp, "io.pt")],
+                                 capture_output=True, text=True, env=dict(os.environ), timeout=300)
+            self.assertEqual(run.returncode, 0, run.stdout + run.stderr[-2000:])
+
+
+@needs_torch
 class Float8LinearTest(unittest.TestCase):
     def run_step(self, module, x, grad, weight=None):
         x = x.clone().requires_grad_()

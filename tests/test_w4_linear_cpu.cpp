@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "check_library.h"
 #include "pipeline_call.h"
@@ -139,6 +140,18 @@ TEST_CASE("w4_linear: empty operands") {
         // K = 0: y is the bias (or 0), rounded to x's dtype.
         CHECK(check({3, 5, 0, 32, 0, 0, 0, SCHEDX_BF16, SCHEDX_BF16, false, bias}, 1) == "");
         CHECK(check({2, 9, 0, 128, 0, 0, 0, SCHEDX_FP16, SCHEDX_BF16, true, bias}, 1) == "");
+    }
+    // K = 0 with leading dimensions past what a Halide buffer holds: x and w are empty, so
+    // nothing reads them and their leading dimensions bound nothing (found by fuzz_abi).
+    {
+        uint16_t out[2][5], bias16[5] = {0x3F80, 0x4000, 0xBF80, 0x0000, 0x3F00};
+        std::memset(out, 0xA5, sizeof out);
+        const int64_t huge = int64_t(1) << 31;
+        CHECK(schedx_w4_linear(nullptr, 2, 0, huge, SCHEDX_BF16, nullptr, 5, huge, 32, nullptr, nullptr, SCHEDX_BF16,
+                               bias16, &out[0][0], 5, SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+        for (int r = 0; r < 2; r++) {
+            for (int c = 0; c < 5; c++) CHECK(out[r][c] == bias16[c]);
+        }
     }
     // M = 0 or N = 0 writes nothing: the empty operands' pointers may be NULL.
     uint16_t y = 0x1234, x[64] = {}, scales[3] = {};

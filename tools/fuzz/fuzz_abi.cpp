@@ -1,4 +1,4 @@
-// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear, abs_max and quantize_fp8.
+// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear, w4_linear, abs_max and quantize_fp8.
 // The input picks the sizes,
 // leading dimensions, dtypes, format, device, a forced variant and, per pointer, NULL, a
 // buffer sized exactly per the arguments, a deliberately short buffer (only when the call
@@ -394,6 +394,55 @@ void fuzz_w8_linear(FuzzedDataProvider &in) {
     check(status, causes, forced, before, args);
 }
 
+void fuzz_w4_linear(FuzzedDataProvider &in) {
+    std::set<schedx_status> causes;
+    const bool forced = force(in, "w4_linear");
+    const schedx_device dev = device(in, causes);
+    static const int64_t odd_groups[] = {0, -1, 16, 33, 256, INT64_MAX, INT64_MIN};
+    const int64_t group = in.ConsumeIntegralInRange<int>(0, 7) == 0 ? odd_groups[in.ConsumeIntegralInRange<size_t>(0, 6)]
+                                                                    : int64_t(32) << in.ConsumeIntegralInRange<int>(0, 2);
+    const bool group_ok = group == 32 || group == 64 || group == 128;
+    // K mostly a multiple of the group, so that a good share of calls is valid.
+    const int64_t m = dim(in), n = dim(in),
+                  k = group_ok && in.ConsumeBool() ? group * in.ConsumeIntegralInRange<int64_t>(0, 2) : dim(in);
+    const int x_dtype = in.ConsumeIntegralInRange<int>(-1, 4), scales_dtype = in.ConsumeIntegralInRange<int>(-1, 4);
+    const int64_t groups = group_ok ? k / group : 1, words = k / 8;
+    Arg x{"x", false}, w{"w", false}, scales{"scales", false}, zeros{"zeros", false}, bias{"bias", false},
+        y{"y", true};
+    x.mode = mode(in, false, false);
+    w.mode = mode(in, false, false);
+    scales.mode = mode(in, false, false);
+    zeros.mode = mode(in, false, true);
+    bias.mode = mode(in, false, true);
+    y.mode = mode(in, true, false);
+    x.rows = m, x.cols = k, x.ld = leading_dim(in, k), x.elem_bytes = 2;
+    w.rows = n, w.cols = words, w.ld = leading_dim(in, words), w.elem_bytes = 4;
+    scales.rows = zeros.rows = n, scales.cols = scales.ld = zeros.cols = zeros.ld = groups;
+    scales.elem_bytes = zeros.elem_bytes = 2;
+    bias.cols = bias.ld = n, bias.elem_bytes = 2;
+    zeros.used = zeros.mode != Mode::null;
+    bias.used = bias.mode != Mode::null;
+    y.rows = m, y.cols = n, y.ld = leading_dim(in, n), y.elem_bytes = 2;
+
+    // Empty operands are valid and may be NULL.
+    if ((x.mode == Mode::null && m && k) || (w.mode == Mode::null && n && k) || (scales.mode == Mode::null && n && k) ||
+        (y.mode == Mode::null && m && n)) {
+        causes.insert(SCHEDX_ERR_NULL_POINTER);
+    }
+    if (m < 0 || k < 0 || n < 0 || !group_ok || k % group != 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
+    if ((x_dtype != SCHEDX_BF16 && x_dtype != SCHEDX_FP16) || (scales_dtype != SCHEDX_BF16 && scales_dtype != SCHEDX_FP16)) {
+        causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
+    }
+    if (m >= 0 && k >= 0 && n >= 0 && (x.ld < k || w.ld < words || y.ld < n)) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
+    std::vector<Arg *> args{&x, &w, &scales, &zeros, &bias, &y};
+    if (!prepare(in, args, causes)) return;
+    const Snapshot before(args);
+    const schedx_status status = schedx_w4_linear(
+        x.ptr, m, k, x.ld, schedx_dtype(x_dtype), reinterpret_cast<const uint32_t *>(w.ptr), n, w.ld, group, scales.ptr,
+        zeros.ptr, schedx_dtype(scales_dtype), bias.ptr, y.ptr, y.ld, dev, nullptr);
+    check(status, causes, forced, before, args);
+}
+
 void fuzz_abs_max(FuzzedDataProvider &in) {
     std::set<schedx_status> causes;
     const schedx_device dev = device(in, causes);
@@ -514,7 +563,7 @@ void fuzz_quantize_fp8(FuzzedDataProvider &in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzedDataProvider in(data, size);
     // Odd first bytes pick w8_linear, as ConsumeBool did before abs_max and quantize_fp8
-    // joined: stored regressions keep their meaning.
+    // joined: stored regressions keep their meaning (none has bit 4 set with bits 0-2 clear).
     const uint8_t pick = in.ConsumeIntegral<uint8_t>();
     if (pick & 1) {
         fuzz_w8_linear(in);
@@ -522,6 +571,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         fuzz_abs_max(in);
     } else if (pick & 4) {
         fuzz_quantize_fp8(in);
+    } else if (pick & 16) {
+        fuzz_w4_linear(in);
     } else {
         fuzz_cast_transpose(in, pick & 8);  // no stored regression sets bit 3 with bits 0-2 clear
     }

@@ -58,16 +58,21 @@ int32_t counting_parallel_for(int64_t begin, int64_t end, int64_t, void (*body)(
 
 }  // namespace
 
-TEST_CASE("CPU pool: schedx_set_parallel_for runs every parallel loop on the caller's pool, NULL returns to Halide's") {
+TEST_CASE("CPU pool: schedx_set_parallel_for runs the parallel loops of calls of 256 KiB or more on the caller's "
+          "pool, smaller ones on the calling thread; NULL returns to Halide's") {
     schedx_set_parallel_for(counting_parallel_for);
     REQUIRE(schedx_force_variant("w8_linear", "w8_linear_bf16_sbf16_cpu_r8") == SCHEDX_OK);
-    // N = 200: 7 tiles of 32 W rows (4 x R = 8), the last one partial.
-    CHECK(test::check_w8_linear({1, 200, 72}, 5).error == "");
+    // N = 1000, K = 264: W alone 258 KiB; 32 tiles of 32 W rows (4 x R = 8), the last one partial.
+    CHECK(test::check_w8_linear({1, 1000, 264}, 5).error == "");
     CHECK(caller_loops.load() > 0);
-    CHECK(caller_tasks.load() >= 7);
-    schedx_set_parallel_for(nullptr);
-    const int loops = caller_loops.load();
+    CHECK(caller_tasks.load() >= 32);
+    // N = 200, K = 72: 14 KiB of operands, so the loop runs on this thread.
+    int loops = caller_loops.load();
     CHECK(test::check_w8_linear({1, 200, 72}, 6).error == "");
+    CHECK(caller_loops.load() == loops);
+    schedx_set_parallel_for(nullptr);
+    loops = caller_loops.load();
+    CHECK(test::check_w8_linear({1, 1000, 264}, 7).error == "");
     CHECK(caller_loops.load() == loops);
     CHECK(schedx_force_variant("w8_linear", nullptr) == SCHEDX_OK);
 }

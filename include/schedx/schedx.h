@@ -296,7 +296,8 @@ schedx_status schedx_set_num_threads(int n);
 /* Or on the caller's pool: `parallel_for` runs body over [begin, end) in chunks of at least
  * `grain` on its threads and returns 0 (PyTorch's stable-ABI torch_parallel_for has this
  * shape; the torch ops install it, so one pool serves both and its thread count is
- * torch.get_num_threads()). NULL returns to Halide's pool. */
+ * torch.get_num_threads()). NULL returns to Halide's pool. Either way a call whose operands
+ * hold less than 256 KiB runs its loops on the calling thread. */
 typedef int32_t (*schedx_parallel_for_fn)(int64_t begin, int64_t end, int64_t grain,
                                           void (*body)(int64_t begin, int64_t end, void *ctx), void *ctx);
 void schedx_set_parallel_for(schedx_parallel_for_fn parallel_for);

@@ -15,9 +15,9 @@ thread_local std::string halide_message;
 std::atomic<int> refused_targets{0};
 
 // A CPU call whose operands hold fewer bytes runs its parallel loops on the calling thread, as
-// PyTorch's grain size keeps small ops: AVX2 VM, w8_linear M = 1, 256 x 256 (64 KiB of W), 17.6
-// us serially against 31.6 on two threads with a core busy elsewhere (24.6 against 23.1 idle);
-// from 1024 x 256 two threads win when idle (22.3 against 27.7 us).
+// PyTorch's grain size keeps small ops: AVX2 VM, w8_linear M = 1, 256 x 256 (64 KiB of W), 11-12 us
+// so, idle or beside a busy core, against 23.1 us on two threads idle and 31.6 beside a busy core;
+// at 1024 x 256 two threads win when idle (18.3 against 27.5 us; cpu_small_calls record).
 constexpr uint64_t kSerialBytes = 256 * 1024;
 thread_local bool run_serially = false;
 

@@ -39,6 +39,24 @@ TEST_CASE("CPU targets: untuned w8_linear takes a register tile that fits the ru
           (registers == 32 ? "w8_linear_bf16_sbf16_cpu_b4" : "w8_linear_bf16_sbf16_cpu_b4_r3"));
     CHECK(test::check_w8_linear({1, 96, 256}, 12).error == "");
     CHECK(std::string(schedx_last_variant("w8_linear")) == "w8_linear_bf16_sbf16_cpu_r8");
+    // The same tiles for a bias, fp32 scales (torchao's, through schedx.inductor) and fp16 x.
+    const std::string tile = registers == 32 ? "cpu_b4" : "cpu_b4_r3";
+    struct Types {
+        schedx_dtype x, scales;
+        bool bias;
+        const char *name;
+    };
+    for (const Types t : {Types{SCHEDX_BF16, SCHEDX_BF16, true, "bf16_sbf16_bias"}, Types{SCHEDX_BF16, SCHEDX_FP32, false, "bf16_sfp32"},
+                          Types{SCHEDX_FP16, SCHEDX_FP32, false, "fp16_sfp32"}, Types{SCHEDX_FP16, SCHEDX_FP32, true, "fp16_sfp32_bias"}}) {
+        CAPTURE(t.name);
+        for (const int64_t m : {1, 16}) {
+            test::W8LinearCase c{m, 96, 256};
+            c.x_dtype = t.x, c.scales_dtype = t.scales, c.bias = t.bias;
+            CHECK(test::check_w8_linear(c, 14).error == "");
+            CHECK(std::string(schedx_last_variant("w8_linear")) ==
+                  std::string("w8_linear_") + t.name + "_" + (m == 1 ? "cpu_r8" : tile));
+        }
+    }
 }
 
 namespace {

@@ -410,8 +410,8 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 
 // From this many rows of x, a bf16 call on a CPU with AVX512-BF16 goes to torch's own GEMM
 // (oneDNN's vdpbf16ps or AMX: twice or more the multiply-adds of schedx's fp32 tiles) on W
-// converted to bf16, as CUDA calls of large M go to cuBLAS. 32 is where the AVX-512 VM's M = 256
-// loss (0.67x dequantize + mm) was expected to start; the GPU host's cores measure it.
+// converted to bf16, as CUDA calls of large M go to cuBLAS. 32 is an estimate from the AVX-512
+// VM's M = 16 and 256 rows (docs/w8_linear.md), not a measured crossover (gpu_check.sh cpu_w8).
 // SCHEDX_W8_CPU_GEMM_MIN_ROWS overrides it on any CPU (a row count, or "off").
 constexpr int64_t kCpuBf16GemmMinRows = 32;
 

@@ -85,8 +85,11 @@ void PipelineCall::bind_matrix(const char *name, const void *ptr, int64_t rows, 
     a.buf.type = meta->type;
     a.buf.dimensions = 2;
     a.buf.dim = a.dims;
+    // An empty matrix spans no memory: the caller's leading dimension bounds nothing there (the
+    // argument checks skip it) and may exceed what a Halide buffer's 32-bit stride holds.
+    const int64_t pitch = rows == 0 || cols == 0 ? cols : ld;
     a.dims[0] = halide_dimension_t(0, static_cast<int32_t>(cols / per_word), 1);
-    a.dims[1] = halide_dimension_t(0, static_cast<int32_t>(rows), static_cast<int32_t>(ld / per_word));
+    a.dims[1] = halide_dimension_t(0, static_cast<int32_t>(rows), static_cast<int32_t>(pitch / per_word));
 }
 
 void PipelineCall::bind_vector(const char *name, const void *ptr, int64_t n, int elem_bytes) {
@@ -111,6 +114,17 @@ void PipelineCall::bind_int(const char *name, int32_t value) {
 
 void PipelineCall::bind_address(const char *name, const void *ptr) {
     if (Arg *a = slot(name)) a->scalar.u64 = reinterpret_cast<uint64_t>(ptr);
+}
+
+uint64_t PipelineCall::operand_bytes() const {
+    uint64_t bytes = 0;
+    for (const Arg &a : args_) {
+        if (!a.is_buffer) continue;
+        uint64_t b = (a.buf.type.bits + 7) / 8;
+        for (int d = 0; d < a.buf.dimensions; d++) b *= uint64_t(a.buf.dim[d].extent);
+        bytes += b;
+    }
+    return bytes;
 }
 
 schedx_status PipelineCall::run() {
@@ -148,15 +162,8 @@ schedx_status PipelineCall::run() {
     halide_message.clear();
     if (variant_.device == Device::cuda) take_ptx_load_error();  // a reason left by an earlier load is not this call's
     const JitRegisterCap cap(variant_.jit_max_registers);
-    uint64_t bytes = 0;
-    for (const Arg &a : args_) {
-        if (!a.is_buffer) continue;
-        uint64_t b = (a.buf.type.bits + 7) / 8;
-        for (int d = 0; d < a.buf.dimensions; d++) b *= uint64_t(a.buf.dim[d].extent);
-        bytes += b;
-    }
     const bool serial_before = run_serially;
-    run_serially = serial_before || (variant_.device == Device::cpu && bytes < kSerialBytes);
+    run_serially = serial_before || (variant_.device == Device::cpu && operand_bytes() < kSerialBytes);
     int r = variant_.argv(argv.data());
     run_serially = serial_before;
     if (r != 0) {

@@ -34,6 +34,8 @@ public:
     void bind_address(const char *name, const void *ptr);
 
     schedx_status run();
+    // Bytes of the bound buffers (extents times element size): what a CPU call's operands hold.
+    uint64_t operand_bytes() const;
 
     // Whether the variant touches only the bound buffers, answered by a Halide bounds query
     // (no memory read or written; dispatch memoises the answer per call signature).

@@ -145,11 +145,8 @@ schedx_status run_cublas_path(const Variant &v, const W4LinearCall &c, bool fp16
 void bind_w4_linear(PipelineCall &call, const W4LinearCall &c, const void *dummy) {
     const int64_t groups = c.k / c.group_size;
     const void *scales = groups ? c.scales : dummy;
-    // K = 0: x and w are empty, bound to the dummy with no row pitch (the caller's ldx and ldw
-    // describe memory nothing reads, and may exceed what a Halide buffer holds).
-    call.bind_matrix("x", c.k ? c.x : dummy, c.m, c.k, c.k ? c.ldx : 0, 2);
-    call.bind_matrix("w", c.k ? static_cast<const void *>(c.w) : dummy, c.n, c.k / w4::kElemsPerWord, c.k ? c.ldw : 0,
-                     4);
+    call.bind_matrix("x", c.k ? c.x : dummy, c.m, c.k, c.ldx, 2);
+    call.bind_matrix("w", c.k ? static_cast<const void *>(c.w) : dummy, c.n, c.k / w4::kElemsPerWord, c.ldw, 4);
     call.bind_matrix("scales", scales, c.n, groups, groups, 2);
     call.bind_matrix("zeros", c.zeros && groups ? c.zeros : scales, c.n, groups, groups, 2);
     call.bind_vector("bias", c.bias ? c.bias : groups ? c.scales : dummy, c.n, 2);

@@ -256,7 +256,7 @@ for step in $steps; do
       (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${CPU_TIMEOUT:-400}" python3 bench/cpu_compare.py \
          --ops w8 --threads 1 16 --w8-large-m 16 32 64 128 256 --note "GPU host's cores, GPU idle" \
          > "$out/cpu_w8.log" 2>&1) || rc=1
-      cp bench/results/cpu_compare_* "$out/" 2>/dev/null
+      sed -n 's/^wrote //p' "$out/cpu_w8.log" | xargs -r cp -t "$out/"  # the record this run wrote
       grep -E "^\| M=" "$out/cpu_w8.log" | head -n 40 ;;
     *) echo "unknown step $step"; rc=2 ;;
   esac

@@ -114,15 +114,19 @@ def time_alternated(cands: Dict[str, Callable[[int], object]], sets: int) -> Dic
 def check_w8(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> None:
     y = torch.ops.schedx.w8_linear(x, w, s, None).double()
     ref = (x.double() @ w.double().t()) * s.double()
-    rel = ((y - ref).abs() / ref.abs().clamp_min(1e-3)).max().item()
-    if rel > 1e-2:
-        raise AssertionError(f"schedx w8_linear off by {rel:.3g} relative")
+    # Against the sum of |terms|: from 32 rows on AVX512-BF16 the op rounds x @ W to bf16 before
+    # scaling, as gpt-fast does, so an output near zero by cancellation keeps no relative digits.
+    terms = (x.double().abs() @ w.double().abs().t()) * s.double()
+    rel = ((y - ref).abs() / terms).max().item()
+    if rel > 2 ** -7:
+        raise AssertionError(f"schedx w8_linear off by {rel:.3g} of the sum of |terms|")
 
 
-def w8_tiles_only(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    """schedx's w8_linear with its own CPU tiles at any M (torch's GEMM path turned off)."""
+def w8_gemm_rule(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, min_rows: str) -> torch.Tensor:
+    """schedx's w8_linear with SCHEDX_W8_CPU_GEMM_MIN_ROWS set: "off" keeps its own CPU tiles at
+    any M, "1" sends every bf16 call to torch's GEMM path."""
     before = os.environ.get(W8_GEMM_ENV)
-    os.environ[W8_GEMM_ENV] = "off"
+    os.environ[W8_GEMM_ENV] = min_rows
     try:
         return torch.ops.schedx.w8_linear(x, w, s, None)
     finally:
@@ -150,7 +154,8 @@ def bench_w8(m: int, n: int, k: int, rows: list, threads: int, large: bool = Fal
     }
     if large:
         cands["dequant+mm"] = lambda i: torch.mm(xs[i], ws[i].to(torch.bfloat16).t()) * s
-        cands["schedx tiles"] = lambda i: w8_tiles_only(xs[i], ws[i], s)
+        cands["schedx tiles"] = lambda i: w8_gemm_rule(xs[i], ws[i], s, "off")
+        cands["schedx torch GEMM"] = lambda i: w8_gemm_rule(xs[i], ws[i], s, "1")
     t = time_alternated(cands, sets)
     rows.append(("w8_linear", f"M={m} N={n} K={k}", threads, t, n * k))
 

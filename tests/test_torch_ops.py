@@ -326,6 +326,21 @@ class W8LinearOpTest(unittest.TestCase):
                         ops.w8_linear_out(x.reshape(-1, 72), w, s, b, out=buf[:, :40])
                         self.assertTrue(torch.equal(buf[:, :40], ops.w8_linear(x, w, s, b).reshape(-1, 40)))
                         self.assertTrue(bool(buf[:, 40:].isnan().all()))
+            # W's bf16 copy past one chunk (8 MiB; here 256 + 256 + 88 rows): each chunk's GEMM is
+            # oneDNN's own, so the sums agree with the unchunked GEMM only within the tolerance.
+            wide = torch.randint(-128, 128, (600, 16384), generator=g, dtype=torch.int8)
+            s = (torch.rand(600, generator=g) / 64).to(torch.bfloat16)
+            b = torch.randn(600, generator=g).to(torch.bfloat16)
+            for m in (4, 33):
+                x = torch.randn(m, 16384, generator=g).to(torch.bfloat16)
+                ref = ref_w8(x, wide, s, b)
+                buf = torch.full((m, 608), float("nan"), dtype=torch.bfloat16)
+                ops.w8_linear_out(x, wide, s, b, out=buf[:, :600])
+                # Two bf16 roundings, of x @ W and of the scaled sum: bounded by the sum of |terms|.
+                terms = (x.double().abs() @ wide.double().abs().t()) * s.double() + b.double().abs()
+                with self.subTest(chunks=3, m=m):
+                    self.assertLessEqual(((buf[:, :600].double() - ref).abs() / terms).max().item(), 2 ** -7)
+                    self.assertTrue(bool(buf[:, 600:].isnan().all()))
             # Below the rows, and for fp16 x, schedx's own kernel: within its tolerance of fp64.
             s = (torch.rand(40, generator=g) / 64).to(torch.bfloat16)
             for x in (torch.randn(3, 72, generator=g).to(torch.bfloat16), torch.randn(8, 72, generator=g).half()):

@@ -409,9 +409,9 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 }
 
 // From this many rows of x, a bf16 call on a CPU with AVX512-BF16 goes to torch's own GEMM
-// (oneDNN's vdpbf16ps or AMX: twice or more the multiply-adds of schedx's fp32 tiles) on W
-// converted to bf16, as CUDA calls of large M go to cuBLAS. 32 is an estimate from the AVX-512
-// VM's M = 16 and 256 rows (docs/w8_linear.md), not a measured crossover (gpu_check.sh cpu_w8).
+// (oneDNN's vdpbf16ps or AMX) on W converted to bf16, as CUDA calls of large M go to cuBLAS.
+// Sapphire Rapids VM, 4096^2, against schedx's tiles: 0.98x at M = 24, 1.20x at 32, 2.1x at 64,
+// 9.3x at 256 on one thread; 0.87x / 1.14x / 2.0x / 7.1x on two (cpu_w8_gemm record).
 // SCHEDX_W8_CPU_GEMM_MIN_ROWS overrides it on any CPU (a row count, or "off").
 constexpr int64_t kCpuBf16GemmMinRows = 32;
 
@@ -437,32 +437,46 @@ bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
     return bf16_dot && rows >= kCpuBf16GemmMinRows;
 }
 
+// Bytes of W converted to bf16 at a time by torch's GEMM path. A whole N x K copy (32 MiB at
+// 4096^2) is a fresh mmap each call: 17-20 ms of page faults against 2.8 ms of conversion, one
+// thread. Chunks of 8 MiB come from malloc's heap after the first call; smaller ones (128-512
+// rows at K = 4096) made the conversion slower per byte (cpu_w8_gemm record).
+constexpr int64_t kCpuGemmChunkBytes = 8 << 20;
+
 // y2 = (x2 @ W.to(bf16).T) * scales (+ bias): the GEMM's bf16 result rounded, then scaled
 // (and biased) in fp32 and rounded again, as gpt-fast's linear(x, W.to(x.dtype)) * scales
-// rounds. The epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
+// rounds. Each chunk of W's rows is converted and multiplied by torch on all its threads.
+// The epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
 void w8_by_torch_gemm(const Tensor &x2, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias,
                       Tensor &y2) {
     using torch::headeronly::detail::f32_from_bits;
     using torch::headeronly::detail::round_to_nearest_even;
-    const Tensor product = torch::stable::contiguous(
-        torch::stable::matmul(x2, torch::stable::transpose(torch::stable::to(w, ScalarType::BFloat16), 0, 1)));
     const Tensor s = torch::stable::contiguous(torch::stable::to(scales, ScalarType::Float));
     const std::optional<Tensor> b =
         bias ? std::optional<Tensor>(torch::stable::contiguous(torch::stable::to(*bias, ScalarType::Float)))
              : std::nullopt;
-    const int64_t n = y2.size(1), ldy = y2.stride(0);
-    const auto *p = static_cast<const uint16_t *>(product.const_data_ptr());
+    const int64_t m = y2.size(0), n = y2.size(1), k = w.size(1), ldy = y2.stride(0);
+    const int64_t chunk = std::min(n, std::max<int64_t>(16, kCpuGemmChunkBytes / (2 * k) / 16 * 16));
     const auto *sv = static_cast<const float *>(s.const_data_ptr());
     const float *bv = b ? static_cast<const float *>(b->const_data_ptr()) : nullptr;
     auto *y = static_cast<uint16_t *>(y2.mutable_data_ptr());
-    torch::stable::parallel_for(0, y2.size(0), 1, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; i++) {
-            for (int64_t j = 0; j < n; j++) {
-                const float v = f32_from_bits(p[i * n + j]) * sv[j];
-                y[i * ldy + j] = round_to_nearest_even(bv ? v + bv[j] : v);
+    Tensor w_int8 = w;  // narrow takes a non-const handle
+    Tensor w_bf16 = torch::stable::new_empty(w, {chunk, k}, ScalarType::BFloat16);
+    for (int64_t j0 = 0; j0 < n; j0 += chunk) {
+        const int64_t nc = std::min(chunk, n - j0);
+        Tensor wc = torch::stable::narrow(w_bf16, 0, 0, nc);
+        torch::stable::copy_(wc, torch::stable::narrow(w_int8, 0, j0, nc));
+        const Tensor product = torch::stable::contiguous(torch::stable::matmul(x2, torch::stable::transpose(wc, 0, 1)));
+        const auto *p = static_cast<const uint16_t *>(product.const_data_ptr());
+        torch::stable::parallel_for(0, m, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t i = begin; i < end; i++) {
+                for (int64_t j = 0; j < nc; j++) {
+                    const float v = f32_from_bits(p[i * nc + j]) * sv[j0 + j];
+                    y[i * ldy + j0 + j] = round_to_nearest_even(bv ? v + bv[j0 + j] : v);
+                }
             }
-        }
-    });
+        });
+    }
 }
 
 // y [..., N] = x [..., K] @ w.T * scales (+ bias), the arguments but y already checked

@@ -410,8 +410,8 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 
 // From this many rows of x, a bf16 call on a CPU with AVX512-BF16 goes to torch's own GEMM
 // (oneDNN's vdpbf16ps or AMX) on W converted to bf16, as CUDA calls of large M go to cuBLAS.
-// Sapphire Rapids VM, 4096^2, against schedx's tiles: 0.98x at M = 24, 1.20x at 32, 2.1x at 64,
-// 9.3x at 256 on one thread; 0.87x / 1.14x / 2.0x / 7.1x on two (cpu_w8_gemm record).
+// Sapphire Rapids VM, 4096^2, against schedx's tiles: 0.99x at M = 24, 1.29x at 32, 2.2x at 64,
+// 9.6x at 256 on one thread; 0.94x / 1.21x / 2.0x / 8.7x on two (cpu_compare_..._spr_a85cc5c_w8).
 // SCHEDX_W8_CPU_GEMM_MIN_ROWS overrides it on any CPU (a row count, or "off").
 constexpr int64_t kCpuBf16GemmMinRows = 32;
 
@@ -437,10 +437,9 @@ bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
     return bf16_dot && rows >= kCpuBf16GemmMinRows;
 }
 
-// Bytes of W converted to bf16 at a time by torch's GEMM path. A whole N x K copy (32 MiB at
-// 4096^2) is a fresh mmap each call: 17-20 ms of page faults against 2.8 ms of conversion, one
-// thread. Chunks of 8 MiB come from malloc's heap after the first call; smaller ones (128-512
-// rows at K = 4096) made the conversion slower per byte (cpu_w8_gemm record).
+// Bytes of W converted to bf16 at a time by torch's GEMM path. A fresh N x K copy (32 MiB at
+// 4096^2, one thread) took 20.4 ms a call against 2.6 into a reused tensor; 1024-2048 rows a
+// chunk converted at the reused rate, 128-512 slower (cpu_gemm_chunks_..._spr_a85cc5c).
 constexpr int64_t kCpuGemmChunkBytes = 8 << 20;
 
 // y2 = (x2 @ W.to(bf16).T) * scales (+ bias): the GEMM's bf16 result rounded, then scaled

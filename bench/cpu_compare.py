@@ -6,10 +6,10 @@ In one process, alternated call by call (one timed batch of each, round after ro
 rows of issue 46's "Done when":
   w8         schedx's w8_linear (bf16) against torch.ops.aten._weight_int8pack_mm, a read-only
              pass over W (an int64 sum of its bytes) and a copy of W's bytes, at M = 1, 4, 16
-             and (N, K) = (4096, 4096), (14336, 4096), (4096, 14336); at the large Ms (--w8-large-m,
-             default 256; 4096^2) also dequantize + torch.mm in bf16 (W converted on every call)
-             and schedx's own tiles (SCHEDX_W8_CPU_GEMM_MIN_ROWS=off), which the default call
-             leaves for torch's GEMM from 32 rows on a CPU with AVX512-BF16;
+             and (N, K) = (4096, 4096), (14336, 4096), (4096, 14336); at the large Ms (--large-m,
+             default 256; 4096^2) also dequantize + torch.mm in bf16 (W converted on every call),
+             schedx's own tiles (SCHEDX_CPU_GEMM_MIN_ROWS=off) and its torch GEMM path (=1),
+             which the default call takes from 32 rows on a CPU with AVX512-BF16 (w4 the same);
   cast       schedx's cast + transpose with amax (both fp8 outputs) against eager PyTorch,
              torch.compile of the same code, a read-only pass over x and a copy of x (the
              cast moves as many bytes: x's 2 per element in, 1 + 1 out), 2048^2 and 4096^2;
@@ -57,13 +57,13 @@ from quantize_compare import check_equal, reference_fn, schedx_fn  # noqa: E402 
 
 W8_NK = [(4096, 4096), (14336, 4096), (4096, 14336)]
 W8_MS = [1, 4, 16]
-W8_LARGE_MS = [256]  # at (4096, 4096) only: against dequantize + torch.mm and schedx's tiles
+LARGE_MS = [256]  # at (4096, 4096) only: against dequantize + torch.mm and schedx's two paths
 CAST_SHAPES = [(2048, 2048), (4096, 4096)]
 QUANTIZE_SHAPES = [(4096, 4096)]
 # quantize_compare's recipe names and the option each runs with (TE's pow2 scales, MX RCEIL).
 QUANTIZE_RECIPES = {"block1x128": True, "block128x128": True, "mxfp8": "rceil"}
 QUICK_W8_NK, QUICK_W8_MS, QUICK_CAST, QUICK_QUANTIZE = [(1024, 1024)], [1, 4], [(512, 512)], [(512, 512)]
-W8_GEMM_ENV = "SCHEDX_W8_CPU_GEMM_MIN_ROWS"
+GEMM_ENV = "SCHEDX_CPU_GEMM_MIN_ROWS"
 W4_GROUP = 128  # torchao's and gpt-fast's default group size
 OPS = ("w8", "w4", "cast", "cast1", "quantize")
 E4M3_MAX = 448.0
@@ -122,18 +122,18 @@ def check_w8(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor) -> None:
         raise AssertionError(f"schedx w8_linear off by {rel:.3g} of the sum of |terms|")
 
 
-def w8_gemm_rule(x: torch.Tensor, w: torch.Tensor, s: torch.Tensor, min_rows: str) -> torch.Tensor:
-    """schedx's w8_linear with SCHEDX_W8_CPU_GEMM_MIN_ROWS set: "off" keeps its own CPU tiles at
-    any M, "1" sends every bf16 call to torch's GEMM path."""
-    before = os.environ.get(W8_GEMM_ENV)
-    os.environ[W8_GEMM_ENV] = min_rows
+def with_gemm_rule(min_rows: str, call: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """call() with SCHEDX_CPU_GEMM_MIN_ROWS set: "off" keeps schedx's own CPU tiles at any M,
+    "1" sends every bf16 call to its torch GEMM path."""
+    before = os.environ.get(GEMM_ENV)
+    os.environ[GEMM_ENV] = min_rows
     try:
-        return torch.ops.schedx.w8_linear(x, w, s, None)
+        return call()
     finally:
         if before is None:
-            del os.environ[W8_GEMM_ENV]
+            del os.environ[GEMM_ENV]
         else:
-            os.environ[W8_GEMM_ENV] = before
+            os.environ[GEMM_ENV] = before
 
 
 def bench_w8(m: int, n: int, k: int, rows: list, threads: int, large: bool = False) -> None:
@@ -154,13 +154,13 @@ def bench_w8(m: int, n: int, k: int, rows: list, threads: int, large: bool = Fal
     }
     if large:
         cands["dequant+mm"] = lambda i: torch.mm(xs[i], ws[i].to(torch.bfloat16).t()) * s
-        cands["schedx tiles"] = lambda i: w8_gemm_rule(xs[i], ws[i], s, "off")
-        cands["schedx torch GEMM"] = lambda i: w8_gemm_rule(xs[i], ws[i], s, "1")
+        cands["schedx tiles"] = lambda i: with_gemm_rule("off", lambda: torch.ops.schedx.w8_linear(xs[i], ws[i], s, None))
+        cands["schedx torch GEMM"] = lambda i: with_gemm_rule("1", lambda: torch.ops.schedx.w8_linear(xs[i], ws[i], s, None))
     t = time_alternated(cands, sets)
     rows.append(("w8_linear", f"M={m} N={n} K={k}", threads, t, n * k))
 
 
-def bench_w4(m: int, n: int, k: int, rows: list, threads: int) -> None:
+def bench_w4(m: int, n: int, k: int, rows: list, threads: int, large: bool = False) -> None:
     g = torch.Generator().manual_seed(m * 5 + n + k)
     groups = k // W4_GROUP
     sets = copies_for(n * k // 2 + n * groups * 2 + m * k * 2)
@@ -190,6 +190,13 @@ def bench_w4(m: int, n: int, k: int, rows: list, threads: int) -> None:
         "read W": lambda i: ws[i].view(torch.int64).sum(),
         "copy W": lambda i: dst.copy_(ws[i]),
     }
+    if large:
+        def w4(i: int) -> torch.Tensor:
+            return torch.ops.schedx.w4_linear(xs[i], ws[i], s, None, None, W4_GROUP)
+        cands["dequant+mm"] = lambda i: torch.nn.functional.linear(
+            xs[i], int4.dequantize(int4.PackedInt4(ws[i], s, None, W4_GROUP), torch.bfloat16))
+        cands["schedx tiles"] = lambda i: with_gemm_rule("off", lambda: w4(i))
+        cands["schedx torch GEMM"] = lambda i: with_gemm_rule("1", lambda: w4(i))
     t = time_alternated(cands, sets)
     rows.append(("w4_linear group 128", f"M={m} N={n} K={k}", threads, t, n * k // 2))
 
@@ -369,8 +376,8 @@ def main(argv: Sequence[str]) -> int:
     ap.add_argument("--quick", action="store_true", help="small shapes only (proves the script runs)")
     ap.add_argument("--threads", type=int, nargs="*", help="thread counts (default: 1, 2 and all cores)")
     ap.add_argument("--ops", nargs="*", choices=OPS, default=list(OPS), help="operators to run (default: all)")
-    ap.add_argument("--w8-large-m", type=int, nargs="*", default=W8_LARGE_MS,
-                    help="w8 Ms at 4096^2 also timed against dequantize + mm and schedx's own tiles")
+    ap.add_argument("--large-m", type=int, nargs="*", default=LARGE_MS,
+                    help="w8 and w4 Ms at 4096^2 also timed against dequantize + mm and schedx's two paths")
     ap.add_argument("--note", default="", help="a line about the conditions, e.g. 'shared machine, noisy'")
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
@@ -389,12 +396,15 @@ def main(argv: Sequence[str]) -> int:
                 for m in ms:
                     bench_w8(m, n, k, rows, threads)
             if not args.quick:
-                for m in args.w8_large_m:
+                for m in args.large_m:
                     bench_w8(m, 4096, 4096, rows, threads, large=True)
         if "w4" in ops:
             for n, k in nk:
                 for m in ms:
                     bench_w4(m, n, k, rows, threads)
+            if not args.quick:
+                for m in args.large_m:
+                    bench_w4(m, 4096, 4096, rows, threads, large=True)
         if "cast" in ops:
             for m, k in casts:
                 bench_cast(m, k, rows, threads, compiled)

@@ -140,6 +140,18 @@ schedx_status run_cublas_path(const Variant &v, const W4LinearCall &c, bool fp16
     return call.run();
 }
 
+// The group rule schedx_w4_linear and schedx_w4_dequantize share.
+schedx_status check_groups(int64_t k, int64_t group_size) {
+    if (!w4::valid_group_size(group_size)) {
+        return fail(SCHEDX_ERR_BAD_SIZE, "group_size " + std::to_string(group_size) + " is not 32, 64 or 128");
+    }
+    if (k % group_size != 0) {
+        return fail(SCHEDX_ERR_BAD_SIZE,
+                    "k (" + std::to_string(k) + ") is not a multiple of group_size (" + std::to_string(group_size) + ")");
+    }
+    return SCHEDX_OK;
+}
+
 }  // namespace
 
 void bind_w4_linear(PipelineCall &call, const W4LinearCall &c, const void *dummy) {
@@ -177,13 +189,7 @@ extern "C" schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, i
         (s = check_not_negative("n", n))) {
         return s;
     }
-    if (!w4::valid_group_size(group_size)) {
-        return fail(SCHEDX_ERR_BAD_SIZE, "group_size " + std::to_string(group_size) + " is not 32, 64 or 128");
-    }
-    if (k % group_size != 0) {
-        return fail(SCHEDX_ERR_BAD_SIZE,
-                    "k (" + std::to_string(k) + ") is not a multiple of group_size (" + std::to_string(group_size) + ")");
-    }
+    if ((s = check_groups(k, group_size))) return s;
     const int64_t groups = k / group_size, words = k / w4::kElemsPerWord;
     // Empty operands are valid, as in PyTorch; a pointer to an empty one may be NULL.
     if ((m && k && (s = check_not_null("x", x))) || (n && k && (s = check_not_null("w", w))) ||
@@ -250,5 +256,62 @@ extern "C" schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, i
     }
     PipelineCall call(*v, stream, ctx);
     bind_w4_linear(call, c, dummy);
+    return call.run();
+}
+
+extern "C" schedx_status schedx_w4_dequantize(const uint32_t *w, int64_t n, int64_t k, int64_t ldw, int64_t group_size,
+                                              const void *scales, const void *zeros, schedx_dtype scales_dtype,
+                                              schedx_dtype out_dtype, void *out, int64_t ldo, schedx_device device,
+                                              void *stream) {
+    using namespace schedx;
+    clear_error();
+    Device dev;
+    schedx_status s;
+    if ((s = check_device(device, &dev)) || (s = check_not_negative("k", k)) || (s = check_not_negative("n", n)) ||
+        (s = check_groups(k, group_size))) {
+        return s;
+    }
+    if (n && k && ((s = check_not_null("w", w)) || (s = check_not_null("scales", scales)) ||
+                   (s = check_not_null("out", out)))) {
+        return s;
+    }
+    const char *out_type = half_name(out_dtype), *scale_type = half_name(scales_dtype);
+    if (!out_type) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "out_dtype " + std::to_string(static_cast<int>(out_dtype)) + " is not bf16 or fp16");
+    }
+    if (!scale_type) {
+        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                    "scales_dtype " + std::to_string(static_cast<int>(scales_dtype)) + " is not bf16 or fp16");
+    }
+    const int64_t groups = k / group_size, words = k / w4::kElemsPerWord;
+    if ((s = check_leading_dim("ldw", ldw, "k / 8", words)) || (s = check_leading_dim("ldo", ldo, "k", k))) return s;
+    // Output words hold two elements: rows an even number of elements apart.
+    if (ldo % 2 != 0) return fail(SCHEDX_ERR_BAD_LEADING_DIM, "ldo (" + std::to_string(ldo) + ") is odd");
+    std::vector<Span> spans{{"w", w, n, words, ldw, 4, false},
+                            {"scales", scales, n, groups, groups, 2, false},
+                            {"out", out, n, k, ldo, 2, true}};
+    if (zeros) spans.push_back({"zeros", zeros, n, groups, groups, 2, false});
+    void *ctx = nullptr;
+    if ((s = check_spans(spans, dev, &ctx))) return s;
+    if (n == 0 || k == 0) return SCHEDX_OK;  // out is empty
+    if (misalignment(out) % 4 != 0) {
+        return fail(SCHEDX_ERR_MISALIGNED, "out is not 4-byte aligned (two elements a word)");
+    }
+    const std::string kind = std::string(out_type) + "*" + scale_type;
+    const auto &found = candidates("w4_dequantize", dev, kind, [&](const Variant &v) {
+        return v.param("x_type") == out_type && v.param("scale_type") == scale_type;
+    });
+    if (found.empty()) {
+        return fail(SCHEDX_ERR_NO_VARIANT, std::string("no w4_dequantize variant on ") +
+                                               (dev == Device::cpu ? "the CPU" : "CUDA (w4_linear dequantizes there itself)"));
+    }
+    PipelineCall call(*found.front(), stream, ctx);
+    call.bind_matrix("w", w, n, words, ldw, 4);
+    call.bind_matrix("scales", scales, n, groups, groups, 2);
+    call.bind_matrix("zeros", zeros ? zeros : scales, n, groups, groups, 2);
+    call.bind_int("group_size", int32_t(group_size));
+    call.bind_int("has_zeros", zeros ? 1 : 0);
+    call.bind_matrix("w_out", out, n, k / 2, ldo / 2, 4);
     return call.run();
 }

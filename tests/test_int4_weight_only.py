@@ -11,6 +11,7 @@ are compared with x @ dequantize().T in fp64. Exits 77 (skipped) without torch.
 import os
 import tempfile
 import unittest
+import unittest.mock
 import warnings
 
 os.environ["SCHEDX_TUNING_DB"] = os.path.join(tempfile.gettempdir(), f"schedx-test-{os.getpid()}", "none.jsonl")
@@ -224,8 +225,11 @@ class W4LinearTest(unittest.TestCase):
     # bf16 output: half an ulp is 2^-9 of |y|; fp32 sums add K * 2^-24 of sum |terms|.
     REL = 2 ** -8
 
-    def check(self, y, ref, x, layer):
-        bound = self.REL * ref.abs() + 1e-5 * (x.double().abs() @ layer.dequantize().double().abs().t())
+    def check(self, y, ref, x, layer, weight_rounded=False):
+        """weight_rounded: the call may take a dequantize + GEMM path, whose weights are rounded to
+        x's dtype (docs/w4_linear.md: 2^-8 of sum |terms| more for bf16)."""
+        terms = x.double().abs() @ layer.dequantize().double().abs().t()
+        bound = self.REL * ref.abs() + (1e-5 + (2 ** -8 if weight_rounded else 0)) * terms
         err = (y.double().cpu() - ref.cpu()).abs()
         self.assertTrue(bool((err <= bound.cpu()).all()), f"largest error {float(err.max())}")
 
@@ -247,6 +251,45 @@ class W4LinearTest(unittest.TestCase):
                         self.assertEqual(y.dtype, dtype)
                         self.check(y, ref_forward(x, layer), x, layer)
 
+    def test_cpu_torch_gemm(self):
+        """From SCHEDX_CPU_GEMM_MIN_ROWS rows (by default 32 where the CPU has AVX512-BF16), a bf16
+        CPU call is torch's GEMM on W dequantized to bf16 (each weight rounded once, as the CUDA
+        dequantize + cuBLAS path), 8 MiB of bf16 W at a time, the bias added in fp32."""
+        if schedx.ops.kernels != "c++":
+            self.skipTest("the C++ kernels make this choice; these are the Python kernels")
+        gen = torch.Generator().manual_seed(3)
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": "4"}):
+            for sdt in (torch.bfloat16, torch.float16):
+                for zeros in (False, True):
+                    u = torch.randint(0, 16, (40, 256), generator=gen, dtype=torch.int32)
+                    sc = (torch.rand(40, 4, generator=gen) / 8).to(sdt)
+                    z = torch.randint(0, 17, (40, 4), generator=gen).to(sdt) if zeros else None
+                    b = torch.randn(40, generator=gen).to(sdt)
+                    wd = int4.dequantize(int4.PackedInt4(int4.pack_nibbles(u), sc, z, 64), torch.bfloat16)
+                    x = torch.randn(2, 3, 256, generator=gen).to(torch.bfloat16)
+                    product = torch.nn.functional.linear(x, wd)
+                    with self.subTest(scales=sdt, zeros=zeros):
+                        w = int4.pack_nibbles(u)
+                        self.assertTrue(torch.equal(ops.w4_linear(x, w, sc, z, None, 64), product))
+                        self.assertTrue(torch.equal(ops.w4_linear(x, w, sc, z, b, 64),
+                                                    (product.float() + b.float()).to(torch.bfloat16)))
+            # Past one chunk (K = 16384: 256 + 256 + 88 rows), within two roundings of fp64.
+            u = torch.randint(0, 16, (600, 16384), generator=gen, dtype=torch.int32)
+            sc = (torch.rand(600, 128, generator=gen) / 8).to(torch.bfloat16)
+            z = torch.randint(0, 17, (600, 128), generator=gen).to(torch.bfloat16)
+            packed = int4.PackedInt4(int4.pack_nibbles(u), sc, z, 128)
+            wd = int4.dequantize(packed, torch.bfloat16).double()
+            for m in (4, 33):
+                x = torch.randn(m, 16384, generator=gen).to(torch.bfloat16)
+                y = ops.w4_linear(x, packed.w, sc, z, None, 128)
+                ref, terms = x.double() @ wd.t(), x.double().abs() @ wd.abs().t()
+                with self.subTest(chunks=3, m=m):
+                    self.assertLessEqual(((y.double() - ref).abs() / terms).max().item(), 2 ** -8)
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": "0"}):
+            with self.assertRaisesRegex(RuntimeError, "schedx ERR_BAD_SIZE: SCHEDX_CPU_GEMM_MIN_ROWS must be a row count"):
+                ops.w4_linear(torch.ones(4, 64, dtype=torch.bfloat16), torch.zeros(8, 8, dtype=torch.int32),
+                              torch.ones(8, 2, dtype=torch.bfloat16), None, None, 32)
+
     def test_gptq_and_awq_layers_forward(self):
         for device in DEVICES:
             for fmt in ("gptq", "awq"):
@@ -262,7 +305,9 @@ class W4LinearTest(unittest.TestCase):
                     x = torch.randn(3, 5, 512, device=device).to(torch.bfloat16)
                     y = layer(x)
                     self.assertEqual(tuple(y.shape), (3, 5, 48))
-                    self.check(y.reshape(15, 48), ref_forward(x.reshape(15, 512), layer), x.reshape(15, 512), layer)
+                    # 15 rows of bf16: torch's GEMM on bf16 weights on a CPU with AVX512-BF16.
+                    self.check(y.reshape(15, 48), ref_forward(x.reshape(15, 512), layer), x.reshape(15, 512), layer,
+                               weight_rounded=True)
 
     def test_quantization_rules(self):
         w = torch.randn(16, 256) * 0.05

@@ -304,14 +304,14 @@ class W8LinearOpTest(unittest.TestCase):
             self.assertTrue(bool(buf[:, 48:].isnan().all()))
 
     def test_cpu_torch_gemm(self):
-        """From SCHEDX_W8_CPU_GEMM_MIN_ROWS rows (by default 32 where the CPU has AVX512-BF16),
+        """From SCHEDX_CPU_GEMM_MIN_ROWS rows (by default 32 where the CPU has AVX512-BF16),
         a bf16 CPU call is torch's GEMM on W in bf16, rounded as gpt-fast's formulation rounds."""
         if schedx.ops.kernels != "c++":
             self.skipTest("the C++ kernels make this choice; these are the Python kernels")
         g = torch.Generator().manual_seed(5)
         w = torch.randint(-128, 128, (40, 72), generator=g, dtype=torch.int8)
         wb = w.to(torch.bfloat16)
-        with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": "4"}):
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": "4"}):
             for sdt in (torch.bfloat16, torch.float32):
                 s = (torch.rand(40, generator=g) / 64).to(sdt)
                 b = torch.randn(40, generator=g).to(sdt)
@@ -349,10 +349,10 @@ class W8LinearOpTest(unittest.TestCase):
                                            atol=1e-5 * ref.abs().max().item())
         x = torch.randn(8, 72, generator=g).to(torch.bfloat16)
         for value in ("0", "many", ""):
-            with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": value}):
-                assert_fails_with(self, [(Status.ERR_BAD_SIZE, "SCHEDX_W8_CPU_GEMM_MIN_ROWS",
+            with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": value}):
+                assert_fails_with(self, [(Status.ERR_BAD_SIZE, "SCHEDX_CPU_GEMM_MIN_ROWS",
                                           lambda: ops.w8_linear(x, w, s))])
-        with unittest.mock.patch.dict(os.environ, {"SCHEDX_W8_CPU_GEMM_MIN_ROWS": "off"}):
+        with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": "off"}):
             ref = ref_w8(x, w, s, None)
             torch.testing.assert_close(ops.w8_linear(x, w, s).double(), ref, rtol=1e-2,
                                        atol=1e-5 * ref.abs().max().item())

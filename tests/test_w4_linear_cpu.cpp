@@ -208,6 +208,105 @@ TEST_CASE("w4_linear: bad arguments give their status and message, and write not
     }
 }
 
+// dequantize(W) = (u - z) * s rounded once: every nibble value, both forms, every group size
+// and type pair, ragged N, padded rows of W (nibbles 15) and of out (left poisoned), guards.
+TEST_CASE("w4_dequantize: bit for bit against (u - z) * s rounded once, both forms, padded rows") {
+    struct Shape {
+        int64_t n, k, ldw, ldo;
+    };
+    const Shape shapes[] = {{1, 128, 16, 128}, {3, 256, 36, 260}, {17, 384, 48, 386}};
+    uint32_t seed = 7;
+    for (const Types &t : kTypes) {
+        for (int64_t group : {32, 64, 128}) {
+            for (bool zeros : {false, true}) {
+                for (const Shape &sh : shapes) {
+                    CAPTURE(t.x);
+                    CAPTURE(t.s);
+                    CAPTURE(group);
+                    CAPTURE(zeros);
+                    CAPTURE(sh.n);
+                    seed++;
+                    const int64_t groups = sh.k / group;
+                    test::Guarded w(size_t(sh.n * sh.ldw) * 4), scales(size_t(sh.n * groups) * 2),
+                        zero_points(size_t(sh.n * groups) * 2), out(size_t(sh.n * sh.ldo) * 2);
+                    for (int64_t i = 0; i < sh.n; i++) {
+                        for (int64_t j = 0; j < sh.ldw; j++) {
+                            w.as<uint32_t>()[i * sh.ldw + j] = j < sh.k / 8 ? test::w4_hash(i, j, seed, 2) : 0xFFFFFFFFu;
+                        }
+                        for (int64_t g = 0; g < groups; g++) {
+                            const uint32_t r = test::w4_hash(i, g, seed, 3);
+                            const double s = (1.0 + double(r % 1000) / 1000.0) * std::ldexp(1.0, int(r % 8) - 4);
+                            scales.as<uint16_t>()[i * groups + g] = test::round_to_half(s, t.s);
+                            zero_points.as<uint16_t>()[i * groups + g] = test::round_to_half(double(r % 17), t.s);
+                        }
+                    }
+                    REQUIRE(schedx_w4_dequantize(w.as<uint32_t>(), sh.n, sh.k, sh.ldw, group, scales.data(),
+                                                 zeros ? zero_points.data() : nullptr, t.s, t.x, out.data(), sh.ldo,
+                                                 SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+                    int faults = 0;
+                    for (int64_t i = 0; i < sh.n; i++) {
+                        for (int64_t kk = 0; kk < sh.k; kk++) {
+                            const int64_t gi = i * groups + kk / group;
+                            const double u = double((w.as<uint32_t>()[i * sh.ldw + kk / 8] >> (4 * (kk % 8))) & 0xF);
+                            const double z = zeros ? test::half_value(zero_points.as<uint16_t>()[gi], t.s) : 8.0;
+                            const double want = (u - z) * test::half_value(scales.as<uint16_t>()[gi], t.s);
+                            faults += out.as<uint16_t>()[i * sh.ldo + kk] != test::round_to_half(want, t.x);
+                        }
+                        for (int64_t b = sh.k * 2; b < sh.ldo * 2; b++) faults += out.data()[i * sh.ldo * 2 + b] != test::kPoison;
+                    }
+                    CHECK(faults == 0);
+                    CHECK(out.guards_intact());
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("w4_dequantize: empty operands, and bad arguments give their status and message, writing nothing") {
+    test::Guarded w(64 * 4), scales(8 * 2), out(64 * 2 + 4);
+    CHECK(schedx_w4_dequantize(nullptr, 0, 64, 8, 32, nullptr, nullptr, SCHEDX_BF16, SCHEDX_BF16, nullptr, 64,
+                               SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    CHECK(schedx_w4_dequantize(nullptr, 4, 0, 0, 32, nullptr, nullptr, SCHEDX_BF16, SCHEDX_BF16, nullptr, 0,
+                               SCHEDX_DEVICE_CPU, nullptr) == SCHEDX_OK);
+    struct Bad {
+        const char *what;
+        schedx_status status;
+        const char *message;
+        std::function<schedx_status()> call;
+    };
+    // One row of K = 64 (two groups of 32): w 8 words, out 64 elements.
+    auto call = [&](int64_t group, int64_t ldw, int64_t ldo, schedx_dtype st, schedx_dtype ot, void *o) {
+        return schedx_w4_dequantize(w.as<uint32_t>(), 1, 64, ldw, group, scales.data(), nullptr, st, ot, o, ldo,
+                                    SCHEDX_DEVICE_CPU, nullptr);
+    };
+    const Bad bad[] = {
+        {"group 48", SCHEDX_ERR_BAD_SIZE, "group_size 48 is not 32, 64 or 128",
+         [&] { return call(48, 8, 64, SCHEDX_BF16, SCHEDX_BF16, out.data()); }},
+        {"K off the group", SCHEDX_ERR_BAD_SIZE, "is not a multiple of group_size (128)",
+         [&] { return call(128, 8, 64, SCHEDX_BF16, SCHEDX_BF16, out.data()); }},
+        {"ldw short", SCHEDX_ERR_BAD_LEADING_DIM, "ldw (7) is smaller than k / 8 (8)",
+         [&] { return call(32, 7, 64, SCHEDX_BF16, SCHEDX_BF16, out.data()); }},
+        {"ldo short", SCHEDX_ERR_BAD_LEADING_DIM, "ldo (63) is smaller than k (64)",
+         [&] { return call(32, 8, 63, SCHEDX_BF16, SCHEDX_BF16, out.data()); }},
+        {"ldo odd", SCHEDX_ERR_BAD_LEADING_DIM, "ldo (65) is odd",
+         [&] { return call(32, 8, 65, SCHEDX_BF16, SCHEDX_BF16, out.data()); }},
+        {"out fp32", SCHEDX_ERR_UNSUPPORTED_DTYPE, "out_dtype 2 is not bf16 or fp16",
+         [&] { return call(32, 8, 64, SCHEDX_BF16, SCHEDX_FP32, out.data()); }},
+        {"scales int8", SCHEDX_ERR_UNSUPPORTED_DTYPE, "scales_dtype 3 is not bf16 or fp16",
+         [&] { return call(32, 8, 64, SCHEDX_INT8, SCHEDX_BF16, out.data()); }},
+        {"out off its words", SCHEDX_ERR_MISALIGNED, "out is not 4-byte aligned",
+         [&] { return call(32, 8, 64, SCHEDX_BF16, SCHEDX_BF16, out.data() + 2); }},
+        {"out NULL", SCHEDX_ERR_NULL_POINTER, "out is NULL", [&] { return call(32, 8, 64, SCHEDX_BF16, SCHEDX_BF16, nullptr); }},
+        {"out over w", SCHEDX_ERR_OVERLAP, "overlap", [&] { return call(32, 8, 64, SCHEDX_BF16, SCHEDX_BF16, w.data()); }},
+    };
+    for (const Bad &b : bad) {
+        CAPTURE(b.what);
+        CHECK(b.call() == b.status);
+        CHECK(std::string(schedx_last_error()).find(b.message) != std::string::npos);
+        CHECK(out.untouched());
+    }
+}
+
 // The CUDA GEMV's algorithm (16-byte vectors, nibble positions, 2^23 magic, x scaled by
 // 16^-p, lanes past K, rows past N, the five halvings) built for the CPU with Halide's default
 // schedule (tests/CMakeLists.txt), through the runtime's binding.

@@ -252,9 +252,9 @@ for step in $steps; do
          > "$out/w4_bench.log" 2>&1) || rc=1
       tail -n 16 "$out/w4_bench.log" ;;
     cpu_w8)  # issue 46 on the host's cores: w8_linear's CPU rows, and where torch's bf16 GEMM (AMX or
-             # AVX512-BF16) overtakes schedx's tiles (--w8-large-m: both paths timed beside dequantize + mm)
+             # AVX512-BF16) overtakes schedx's tiles (--large-m: both paths timed beside dequantize + mm)
       (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${CPU_TIMEOUT:-400}" python3 bench/cpu_compare.py \
-         --ops w8 --threads 1 16 --w8-large-m 16 32 64 128 256 --note "GPU host's cores, GPU idle" \
+         --ops w8 --threads 1 16 --large-m 16 32 64 128 256 --note "GPU host's cores, GPU idle" \
          > "$out/cpu_w8.log" 2>&1) || rc=1
       sed -n 's/^wrote //p' "$out/cpu_w8.log" | xargs -r cp -t "$out/"  # the record this run wrote
       grep -E "^\| M=" "$out/cpu_w8.log" | head -n 40 ;;

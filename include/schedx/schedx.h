@@ -212,6 +212,17 @@ schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, int64_t ldx,
                                const void *zeros, schedx_dtype scales_dtype, const void *bias, void *y, int64_t ldy,
                                schedx_device device, void *stream);
 
+/* dequantize(W) for w4_linear's weights: out[n][k] = (u[n][k] - z[n][g]) * s[n][g], computed in
+ * fp32 (exact for integer z) and rounded once to out_dtype (bf16 or fp16), the weight that
+ * torchao's and gpt-fast's dequantize give and that w4_linear's dequantize + GEMM paths multiply
+ * by. w, scales, zeros (NULL: symmetric, z = 8), group_size and scales_dtype as for
+ * schedx_w4_linear; out is [N][ldo], ldo >= K and even, out 4-byte aligned. N = 0 or K = 0
+ * writes nothing. CPU only (SCHEDX_ERR_NO_VARIANT on CUDA, where schedx_w4_linear dequantizes
+ * into its own workspace). */
+schedx_status schedx_w4_dequantize(const uint32_t *w, int64_t n, int64_t k, int64_t ldw, int64_t group_size,
+                                   const void *scales, const void *zeros, schedx_dtype scales_dtype,
+                                   schedx_dtype out_dtype, void *out, int64_t ldo, schedx_device device, void *stream);
+
 /* max |x| over x [M][ldx] (bf16, fp16 or fp32) into the one float amax, for current
  * (just-in-time) scaling: NaN if any element is NaN, 0 for an empty x (M or K = 0, no
  * kernel launched). */

@@ -410,22 +410,24 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 
 // From this many rows of x, a bf16 call on a CPU with AVX512-BF16 goes to torch's own GEMM
 // (oneDNN's vdpbf16ps or AMX) on W converted to bf16, as CUDA calls of large M go to cuBLAS.
-// Sapphire Rapids VM, 4096^2, against schedx's tiles: 0.99x at M = 24, 1.29x at 32, 2.2x at 64,
-// 9.6x at 256 on one thread; 0.94x / 1.21x / 2.0x / 8.7x on two (cpu_compare_..._spr_a85cc5c_w8).
-// SCHEDX_W8_CPU_GEMM_MIN_ROWS overrides it on any CPU (a row count, or "off").
-constexpr int64_t kCpuBf16GemmMinRows = 32;
+// Sapphire Rapids VM, 4096^2, against schedx's tiles, one thread (two): w8 0.99x (0.94x) at
+// M = 24, 1.29x (1.21x) at 32, 9.6x (8.7x) at 256 (cpu_compare_..._spr_a85cc5c_w8); w4, whose
+// tiles cost more per row, 0.92x (0.91x) at M = 8, 1.28x (1.23x) at 12, 15x (14x) at 256
+// (cpu_compare_..._spr_<commit>_w4). SCHEDX_CPU_GEMM_MIN_ROWS overrides both (a row count, or "off").
+constexpr int64_t kCpuBf16GemmMinRowsW8 = 32;
+constexpr int64_t kCpuBf16GemmMinRowsW4 = 12;
 
-bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
+bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows, int64_t min_rows_here) {
     if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU) {
         return false;
     }
-    if (const char *env = std::getenv("SCHEDX_W8_CPU_GEMM_MIN_ROWS")) {
+    if (const char *env = std::getenv("SCHEDX_CPU_GEMM_MIN_ROWS")) {
         if (std::string(env) == "off") return false;
         char *end = nullptr;
         const long long min_rows = std::strtoll(env, &end, 10);
         if (end == env || *end != '\0' || min_rows < 1) {
             fail(SCHEDX_ERR_BAD_SIZE,
-                 std::string("SCHEDX_W8_CPU_GEMM_MIN_ROWS must be a row count >= 1 or \"off\", got \"") + env + "\"");
+                 std::string("SCHEDX_CPU_GEMM_MIN_ROWS must be a row count >= 1 or \"off\", got \"") + env + "\"");
         }
         return rows >= min_rows;
     }
@@ -434,7 +436,7 @@ bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
 #else
     static const bool bf16_dot = false;
 #endif
-    return bf16_dot && rows >= kCpuBf16GemmMinRows;
+    return bf16_dot && rows >= min_rows_here;
 }
 
 // Bytes of W converted to bf16 at a time by torch's GEMM path. A fresh N x K copy (32 MiB at
@@ -442,40 +444,56 @@ bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows) {
 // chunk converted at the reused rate, 128-512 slower (cpu_gemm_chunks_..._spr_a85cc5c).
 constexpr int64_t kCpuGemmChunkBytes = 8 << 20;
 
-// y2 = (x2 @ W.to(bf16).T) * scales (+ bias): the GEMM's bf16 result rounded, then scaled
-// (and biased) in fp32 and rounded again, as gpt-fast's linear(x, W.to(x.dtype)) * scales
-// rounds. Each chunk of W's rows is converted and multiplied by torch on all its threads.
-// The epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
-void w8_by_torch_gemm(const Tensor &x2, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias,
-                      Tensor &y2) {
+// y2 = (x2 @ Wb.T) * col_scale (+ col_bias), Wb being W in bf16, which convert(chunk, j0, nc)
+// writes for rows j0 .. j0 + nc of W into the [nc, K] chunk. The GEMM's bf16 result is rounded,
+// then scaled and biased in fp32 and rounded again, as gpt-fast's linear(x, W.to(x.dtype)) *
+// scales rounds. Each chunk is converted and multiplied by torch on all its threads. The
+// epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
+template <class Convert>
+void by_torch_gemm(const Tensor &x2, int64_t k, const float *col_scale, const float *col_bias, Tensor &y2,
+                   const Convert &convert) {
     using torch::headeronly::detail::f32_from_bits;
     using torch::headeronly::detail::round_to_nearest_even;
-    const Tensor s = torch::stable::contiguous(torch::stable::to(scales, ScalarType::Float));
-    const std::optional<Tensor> b =
-        bias ? std::optional<Tensor>(torch::stable::contiguous(torch::stable::to(*bias, ScalarType::Float)))
-             : std::nullopt;
-    const int64_t m = y2.size(0), n = y2.size(1), k = w.size(1), ldy = y2.stride(0);
+    const int64_t m = y2.size(0), n = y2.size(1), ldy = y2.stride(0);
     const int64_t chunk = std::min(n, std::max<int64_t>(16, kCpuGemmChunkBytes / (2 * k) / 16 * 16));
-    const auto *sv = static_cast<const float *>(s.const_data_ptr());
-    const float *bv = b ? static_cast<const float *>(b->const_data_ptr()) : nullptr;
     auto *y = static_cast<uint16_t *>(y2.mutable_data_ptr());
-    Tensor w_int8 = w;  // narrow takes a non-const handle
-    Tensor w_bf16 = torch::stable::new_empty(w, {chunk, k}, ScalarType::BFloat16);
+    Tensor w_bf16 = torch::stable::new_empty(x2, {chunk, k}, ScalarType::BFloat16);
     for (int64_t j0 = 0; j0 < n; j0 += chunk) {
         const int64_t nc = std::min(chunk, n - j0);
         Tensor wc = torch::stable::narrow(w_bf16, 0, 0, nc);
-        torch::stable::copy_(wc, torch::stable::narrow(w_int8, 0, j0, nc));
+        convert(wc, j0, nc);
         const Tensor product = torch::stable::contiguous(torch::stable::matmul(x2, torch::stable::transpose(wc, 0, 1)));
         const auto *p = static_cast<const uint16_t *>(product.const_data_ptr());
         torch::stable::parallel_for(0, m, 1, [&](int64_t begin, int64_t end) {
             for (int64_t i = begin; i < end; i++) {
                 for (int64_t j = 0; j < nc; j++) {
-                    const float v = f32_from_bits(p[i * nc + j]) * sv[j0 + j];
-                    y[i * ldy + j0 + j] = round_to_nearest_even(bv ? v + bv[j0 + j] : v);
+                    float v = f32_from_bits(p[i * nc + j]);
+                    if (col_scale) v *= col_scale[j0 + j];
+                    y[i * ldy + j0 + j] = round_to_nearest_even(col_bias ? v + col_bias[j0 + j] : v);
                 }
             }
         });
     }
+}
+
+// A [N] operand in fp32, contiguous, for by_torch_gemm's epilogue (nullopt stays nullopt).
+std::optional<Tensor> as_fp32(const std::optional<Tensor> &t) {
+    if (!t) return std::nullopt;
+    return torch::stable::contiguous(torch::stable::to(*t, ScalarType::Float));
+}
+
+const float *fp32_data(const std::optional<Tensor> &t) {
+    return t ? static_cast<const float *>(t->const_data_ptr()) : nullptr;
+}
+
+// w8: W's int8 rows copied into the chunk (exact in bf16), scaled in the epilogue.
+void w8_by_torch_gemm(const Tensor &x2, const Tensor &w, const Tensor &scales, const std::optional<Tensor> &bias,
+                      Tensor &y2) {
+    const std::optional<Tensor> s = as_fp32(scales), b = as_fp32(bias);
+    Tensor w_int8 = w;  // narrow takes a non-const handle
+    by_torch_gemm(x2, w.size(1), fp32_data(s), fp32_data(b), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
+        torch::stable::copy_(wc, torch::stable::narrow(w_int8, 0, j0, nc));
+    });
 }
 
 // y [..., N] = x [..., K] @ w.T * scales (+ bias), the arguments but y already checked
@@ -507,7 +525,7 @@ void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::
         }
         return;
     }
-    if (cpu_bf16_gemm_pays(x, xm.rows)) {
+    if (cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW8)) {
         w8_by_torch_gemm(xm.t, w, scales, bias, y2);
         return;
     }
@@ -591,6 +609,22 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
     const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
     void *stream = nullptr;
     const schedx_device device = device_of(x, &stream);
+    if (k > 0 && cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW4)) {
+        // W dequantized by schedx (each weight rounded once to bf16, as w4_linear's CUDA
+        // dequantize + cuBLAS path does), a chunk of rows at a time, then torch's GEMM.
+        const int64_t groups = k / group_size;
+        const auto *words = static_cast<const uint32_t *>(wm.t.const_data_ptr());
+        const auto *sv = static_cast<const uint16_t *>(s.const_data_ptr());
+        const auto *zv = z ? static_cast<const uint16_t *>(z->const_data_ptr()) : nullptr;
+        const std::optional<Tensor> b32 = as_fp32(bias);
+        Tensor y2 = torch::stable::view(y, {-1, n});
+        by_torch_gemm(xm.t, k, nullptr, fp32_data(b32), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
+            check(schedx_w4_dequantize(words + j0 * wm.ld, nc, k, wm.ld, group_size, sv + j0 * groups,
+                                       zv ? zv + j0 * groups : nullptr, *half_code(scales.scalar_type()),
+                                       SCHEDX_BF16, wc.mutable_data_ptr(), k, SCHEDX_DEVICE_CPU, nullptr));
+        });
+        return y;
+    }
     // K = 0 leaves W, the scales and the zero points empty: the C ABI takes NULL for them.
     check(schedx_w4_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, *half_code(x.scalar_type()),
                            k ? static_cast<const uint32_t *>(wm.t.const_data_ptr()) : nullptr, n, wm.ld, group_size,

@@ -1,4 +1,5 @@
-// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear, w4_linear, abs_max and quantize_fp8.
+// Fuzzes the C ABI's argument checks of cast_transpose, w8_linear, w4_linear, w4_dequantize, abs_max
+// and quantize_fp8.
 // The input picks the sizes,
 // leading dimensions, dtypes, format, device, a forced variant and, per pointer, NULL, a
 // buffer sized exactly per the arguments, a deliberately short buffer (only when the call
@@ -443,6 +444,45 @@ void fuzz_w4_linear(FuzzedDataProvider &in) {
     check(status, causes, forced, before, args);
 }
 
+void fuzz_w4_dequantize(FuzzedDataProvider &in) {
+    std::set<schedx_status> causes;
+    const schedx_device dev = device(in, causes);
+    if (dev == SCHEDX_DEVICE_CUDA) causes.insert(SCHEDX_ERR_NO_VARIANT);  // CPU only
+    const int64_t group = int64_t(32) << in.ConsumeIntegralInRange<int>(0, 3);  // 256: not a group size
+    const bool group_ok = group <= 128;
+    const int64_t n = dim(in), k = group_ok && in.ConsumeBool() ? group * in.ConsumeIntegralInRange<int64_t>(0, 2) : dim(in);
+    const int out_dtype = in.ConsumeIntegralInRange<int>(-1, 4), scales_dtype = in.ConsumeIntegralInRange<int>(-1, 4);
+    const int64_t groups = group_ok ? k / group : 1, words = k / 8;
+    Arg w{"w", false}, scales{"scales", false}, zeros{"zeros", false}, out{"out", true};
+    w.mode = mode(in, false, false);
+    scales.mode = mode(in, false, false);
+    zeros.mode = mode(in, false, true);
+    out.mode = mode(in, true, false);
+    w.rows = n, w.cols = words, w.ld = leading_dim(in, words), w.elem_bytes = 4;
+    scales.rows = zeros.rows = n, scales.cols = scales.ld = zeros.cols = zeros.ld = groups;
+    scales.elem_bytes = zeros.elem_bytes = 2;
+    zeros.used = zeros.mode != Mode::null;
+    out.rows = n, out.cols = k, out.ld = leading_dim(in, k), out.elem_bytes = 2;
+
+    if ((w.mode == Mode::null || scales.mode == Mode::null || out.mode == Mode::null) && n && k) {
+        causes.insert(SCHEDX_ERR_NULL_POINTER);
+    }
+    if (k < 0 || n < 0 || !group_ok || k % group != 0) causes.insert(SCHEDX_ERR_BAD_SIZE);
+    if ((out_dtype != SCHEDX_BF16 && out_dtype != SCHEDX_FP16) || (scales_dtype != SCHEDX_BF16 && scales_dtype != SCHEDX_FP16)) {
+        causes.insert(SCHEDX_ERR_UNSUPPORTED_DTYPE);
+    }
+    if (k >= 0 && n >= 0 && (w.ld < words || out.ld < k || out.ld % 2 != 0)) causes.insert(SCHEDX_ERR_BAD_LEADING_DIM);
+    std::vector<Arg *> args{&w, &scales, &zeros, &out};
+    if (!prepare(in, args, causes)) return;
+    // Two elements a word: out 4-byte aligned.
+    if (out.ptr && !empty(out) && reinterpret_cast<uintptr_t>(out.ptr) % 4 != 0) causes.insert(SCHEDX_ERR_MISALIGNED);
+    const Snapshot before(args);
+    const schedx_status status =
+        schedx_w4_dequantize(reinterpret_cast<const uint32_t *>(w.ptr), n, k, w.ld, group, scales.ptr, zeros.ptr,
+                             schedx_dtype(scales_dtype), schedx_dtype(out_dtype), out.ptr, out.ld, dev, nullptr);
+    check(status, causes, false, before, args);
+}
+
 void fuzz_abs_max(FuzzedDataProvider &in) {
     std::set<schedx_status> causes;
     const schedx_device dev = device(in, causes);
@@ -572,7 +612,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else if (pick & 4) {
         fuzz_quantize_fp8(in);
     } else if (pick & 16) {
-        fuzz_w4_linear(in);
+        // Bit 6 picks w4_dequantize: no stored w4_linear regression sets it.
+        if (pick & 64) {
+            fuzz_w4_dequantize(in);
+        } else {
+            fuzz_w4_linear(in);
+        }
     } else {
         fuzz_cast_transpose(in, pick & 8);  // no stored regression sets bit 3 with bits 0-2 clear
     }

@@ -413,7 +413,7 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 // Sapphire Rapids VM, 4096^2, against schedx's tiles, one thread (two): w8 0.99x (0.94x) at
 // M = 24, 1.29x (1.21x) at 32, 9.6x (8.7x) at 256 (cpu_compare_..._spr_a85cc5c_w8); w4, whose
 // tiles cost more per row, 0.92x (0.91x) at M = 8, 1.28x (1.23x) at 12, 15x (14x) at 256
-// (cpu_compare_..._spr_<commit>_w4). SCHEDX_CPU_GEMM_MIN_ROWS overrides both (a row count, or "off").
+// (cpu_compare_..._spr_2a5a69b_w4). SCHEDX_CPU_GEMM_MIN_ROWS overrides both (a row count, or "off").
 constexpr int64_t kCpuBf16GemmMinRowsW8 = 32;
 constexpr int64_t kCpuBf16GemmMinRowsW4 = 12;
 

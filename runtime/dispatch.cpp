@@ -183,3 +183,11 @@ extern "C" const char *schedx_last_reason(const char *op) {
     const schedx::DispatchTrace *t = op ? schedx::last_dispatch(op) : nullptr;
     return t ? t->reason.c_str() : nullptr;
 }
+
+extern "C" const char *schedx_forced_variant(const char *op) {
+    if (!op) return nullptr;
+    // Per thread, as schedx_last_variant's: valid until this thread's next call.
+    thread_local std::string name;
+    name = schedx::forced_variant(op);
+    return name.empty() ? nullptr : name.c_str();
+}

@@ -285,6 +285,14 @@ class W4LinearTest(unittest.TestCase):
                 ref, terms = x.double() @ wd.t(), x.double().abs() @ wd.abs().t()
                 with self.subTest(chunks=3, m=m):
                     self.assertLessEqual(((y.double() - ref).abs() / terms).max().item(), 2 ** -8)
+            # A forced variant keeps the call on schedx's kernels, as schedx.forcing promises.
+            x = torch.randn(16, 16384, generator=gen).to(torch.bfloat16)
+            with schedx.forcing("w4_linear", "w4_linear_bf16_sbf16_cpu_b4_r2"):
+                y = ops.w4_linear(x, packed.w, sc, z, None, 128)
+                self.assertEqual(schedx.last_variant("w4_linear"), "w4_linear_bf16_sbf16_cpu_b4_r2")
+            wx = int4.dequantize(packed, torch.float64)
+            ref, terms = x.double() @ wx.t(), x.double().abs() @ wx.abs().t()
+            self.assertTrue(bool(((y.double() - ref).abs() <= self.REL * ref.abs() + 1e-5 * terms).all()))
         with unittest.mock.patch.dict(os.environ, {"SCHEDX_CPU_GEMM_MIN_ROWS": "0"}):
             with self.assertRaisesRegex(RuntimeError, "schedx ERR_BAD_SIZE: SCHEDX_CPU_GEMM_MIN_ROWS must be a row count"):
                 ops.w4_linear(torch.ones(4, 64, dtype=torch.bfloat16), torch.zeros(8, 8, dtype=torch.int32),

@@ -341,6 +341,14 @@ class W8LinearOpTest(unittest.TestCase):
                 with self.subTest(chunks=3, m=m):
                     self.assertLessEqual(((buf[:, :600].double() - ref).abs() / terms).max().item(), 2 ** -7)
                     self.assertTrue(bool(buf[:, 600:].isnan().all()))
+            # A forced variant keeps the call on schedx's kernels, as schedx.forcing promises.
+            x = torch.randn(8, 72, generator=g).to(torch.bfloat16)
+            s = (torch.rand(40, generator=g) / 64).to(torch.bfloat16)
+            with schedx.forcing("w8_linear", "w8_linear_bf16_sbf16_cpu_b4_r2"):
+                y = ops.w8_linear(x, w, s)
+                self.assertEqual(schedx.last_variant("w8_linear"), "w8_linear_bf16_sbf16_cpu_b4_r2")
+            ref = ref_w8(x, w, s, None)
+            torch.testing.assert_close(y.double(), ref, rtol=1e-2, atol=1e-5 * ref.abs().max().item())
             # Below the rows, and for fp16 x, schedx's own kernel: within its tolerance of fp64.
             s = (torch.rand(40, generator=g) / 64).to(torch.bfloat16)
             for x in (torch.randn(3, 72, generator=g).to(torch.bfloat16), torch.randn(8, 72, generator=g).half()):

@@ -121,8 +121,11 @@ TEST_CASE("w4_linear: every CPU variant, forced") {
     }
     // The batch-4 tile computes 4 rows of x per pass: it refuses fewer.
     REQUIRE(schedx_force_variant("w4_linear", "w4_linear_bf16_sbf16_cpu_b4_r2") == SCHEDX_OK);
+    CHECK(schedx_forced_variant("w4_linear") == std::string("w4_linear_bf16_sbf16_cpu_b4_r2"));
+    CHECK(schedx_forced_variant("w8_linear") == nullptr);
     CHECK(check({3, 8, 64}, 1).find("status 11") == 0);
     CHECK(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
+    CHECK(schedx_forced_variant("w4_linear") == nullptr);
     CHECK(check({3, 8, 64}, 1) == "");
     CHECK(schedx_last_variant("w4_linear") == std::string("w4_linear_bf16_sbf16_cpu_r4"));
     // From M = 4 the batch-4 tile that fits the running build's registers (w4::cpu_tile_vectors):

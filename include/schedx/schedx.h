@@ -294,6 +294,10 @@ schedx_status schedx_quantize_fp8_scale_shape(schedx_fp8_recipe recipe, int64_t 
  * NULL or "" returns to automatic dispatch. */
 schedx_status schedx_force_variant(const char *op, const char *variant);
 
+/* The variant schedx_force_variant set for `op`, or NULL under automatic dispatch (the
+ * string is this thread's until its next call of this function). */
+const char *schedx_forced_variant(const char *op);
+
 /* Which variant the last call of `op` on this thread ran, and why it was chosen
  * ("forced", "tuned exact shape", "tuned bucket", "heuristic"). NULL if none. */
 const char *schedx_last_variant(const char *op);

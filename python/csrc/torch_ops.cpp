@@ -417,8 +417,10 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 constexpr int64_t kCpuBf16GemmMinRowsW8 = 32;
 constexpr int64_t kCpuBf16GemmMinRowsW4 = 12;
 
-bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows, int64_t min_rows_here) {
-    if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU) {
+// A forced variant (schedx.forcing) keeps the call on schedx's own kernels.
+bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows, int64_t min_rows_here, const char *op) {
+    if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU ||
+        schedx_forced_variant(op)) {
         return false;
     }
     if (const char *env = std::getenv("SCHEDX_CPU_GEMM_MIN_ROWS")) {
@@ -525,7 +527,7 @@ void w8_into(const Tensor &x, const Tensor &w, const Tensor &scales, const std::
         }
         return;
     }
-    if (cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW8)) {
+    if (cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW8, "w8_linear")) {
         w8_by_torch_gemm(xm.t, w, scales, bias, y2);
         return;
     }
@@ -609,7 +611,7 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
     const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
     void *stream = nullptr;
     const schedx_device device = device_of(x, &stream);
-    if (k > 0 && cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW4)) {
+    if (k > 0 && cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW4, "w4_linear")) {
         // W dequantized by schedx (each weight rounded once to bf16, as w4_linear's CUDA
         // dequantize + cuBLAS path does), a chunk of rows at a time, then torch's GEMM.
         const int64_t groups = k / group_size;

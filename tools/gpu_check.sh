@@ -7,7 +7,7 @@
 # Usage: tools/gpu_check.sh [tests] [sanitize] [explore] [hostcost] [torch] [ncu] [pyprofile] [kernels] [inductor] [decode_pass] [hf_generate]
 #   [torchops] [hostops] [train] [decode] [ragged] [absmax] [w4] (issue 50: w4_linear explored, bench/w4_linear.py)  (the last three need torchao on PYTHONPATH for train;
 #   DECODE_ARGS e.g. "--layers 4 --batches 1,2"; "--forms schedx,schedx-int4,torchao-int4": issue 50's int4 decode)
-#   [cpu_w8] (issue 46: w8_linear on the host's cores, schedx's tiles against torch's bf16 GEMM by M)
+#   [cpu_w8] (issues 46, 50: w8_linear and w4_linear on the host's cores, schedx's tiles against torch's bf16 GEMM by M)
 #   [w4mma] (issue 50: the tensor-core w4 kernels tested, under memcheck, timed against the lane kernels and torchao)
 #   [mma] (issue 31: w8_linear M = 1..64, dirty L2; MMA_SHAPES, MMA_VARIANTS narrow it)
 #   [divide] (issue 45: the CUDA divide variants, tested, under memcheck, timed)
@@ -251,10 +251,10 @@ for step in $steps; do
       (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${BENCH_TIMEOUT:-400}" python3 bench/w4_linear.py \
          > "$out/w4_bench.log" 2>&1) || rc=1
       tail -n 16 "$out/w4_bench.log" ;;
-    cpu_w8)  # issue 46 on the host's cores: w8_linear's CPU rows, and where torch's bf16 GEMM (AMX or
-             # AVX512-BF16) overtakes schedx's tiles (--large-m: both paths timed beside dequantize + mm)
-      (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${CPU_TIMEOUT:-400}" python3 bench/cpu_compare.py \
-         --ops w8 --threads 1 16 --large-m 16 32 64 128 256 --note "GPU host's cores, GPU idle" \
+    cpu_w8)  # issues 46 and 50 on the host's cores: w8_linear's and w4_linear's CPU rows, and where torch's
+             # bf16 GEMM (AMX or AVX512-BF16) overtakes schedx's tiles (--large-m: both paths beside dequantize + mm)
+      (SCHEDX_LIBRARY=$PWD/build/runtime/libschedx.so timeout "${CPU_TIMEOUT:-560}" python3 bench/cpu_compare.py \
+         --ops w8 w4 --threads 1 16 --large-m 8 12 16 32 64 256 --note "GPU host's cores, GPU idle" \
          > "$out/cpu_w8.log" 2>&1) || rc=1
       sed -n 's/^wrote //p' "$out/cpu_w8.log" | xargs -r cp -t "$out/"  # the record this run wrote
       grep -E "^\| M=" "$out/cpu_w8.log" | head -n 40 ;;

@@ -31,6 +31,9 @@ thread_local std::array<Answer, kAnswers> answers;
 thread_local size_t next_answer = 0;
 
 thread_local std::map<std::string, DispatchTrace> last_choice;
+// Calls of an op that ran outside schedx's kernels (schedx_record_outside_call): {path, reason}.
+// An op's entry is in one of the two maps, whichever call came last.
+thread_local std::map<std::string, std::pair<std::string, std::string>> last_outside;
 
 }  // namespace
 
@@ -123,6 +126,7 @@ schedx_status choose_variant(const Workload &w, const std::vector<const Variant 
     }
     *chosen = answer->chosen;
     // Assigned member by member so a repeated call reuses the strings' storage.
+    last_outside.erase(w.op);
     DispatchTrace &t = last_choice[w.op];
     t.workload = w;
     t.candidates = &candidates;
@@ -175,13 +179,25 @@ extern "C" schedx_status schedx_force_variant(const char *op, const char *varian
 }
 
 extern "C" const char *schedx_last_variant(const char *op) {
-    const schedx::DispatchTrace *t = op ? schedx::last_dispatch(op) : nullptr;
+    if (!op) return nullptr;
+    if (auto it = schedx::last_outside.find(op); it != schedx::last_outside.end()) return it->second.first.c_str();
+    const schedx::DispatchTrace *t = schedx::last_dispatch(op);
     return t ? t->chosen->name.c_str() : nullptr;
 }
 
 extern "C" const char *schedx_last_reason(const char *op) {
-    const schedx::DispatchTrace *t = op ? schedx::last_dispatch(op) : nullptr;
+    if (!op) return nullptr;
+    if (auto it = schedx::last_outside.find(op); it != schedx::last_outside.end()) return it->second.second.c_str();
+    const schedx::DispatchTrace *t = schedx::last_dispatch(op);
     return t ? t->reason.c_str() : nullptr;
+}
+
+extern "C" schedx_status schedx_record_outside_call(const char *op, const char *path, const char *reason) {
+    using namespace schedx;
+    if (!op || !path || !reason) return fail(SCHEDX_ERR_NULL_POINTER, "op, path and reason are required");
+    last_choice.erase(op);
+    last_outside[op] = {path, reason};
+    return SCHEDX_OK;
 }
 
 extern "C" const char *schedx_forced_variant(const char *op) {

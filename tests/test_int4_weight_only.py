@@ -271,6 +271,7 @@ class W4LinearTest(unittest.TestCase):
                     with self.subTest(scales=sdt, zeros=zeros):
                         w = int4.pack_nibbles(u)
                         self.assertTrue(torch.equal(ops.w4_linear(x, w, sc, z, None, 64), product))
+                        self.assertEqual(schedx.last_variant("w4_linear"), "w4_linear_torch_gemm")
                         self.assertTrue(torch.equal(ops.w4_linear(x, w, sc, z, b, 64),
                                                     (product.float() + b.float()).to(torch.bfloat16)))
             # Past one chunk (K = 16384: 256 + 256 + 88 rows), within two roundings of fp64.

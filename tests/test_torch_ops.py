@@ -320,6 +320,7 @@ class W8LinearOpTest(unittest.TestCase):
                     product = torch.nn.functional.linear(x, wb).float()
                     with self.subTest(scales=sdt, x=lead):
                         self.assertTrue(torch.equal(ops.w8_linear(x, w, s), (product * s.float()).to(torch.bfloat16)))
+                        self.assertEqual(schedx.last_variant("w8_linear"), "w8_linear_torch_gemm")
                         self.assertTrue(torch.equal(ops.w8_linear(x, w, s, b),
                                                     (product * s.float() + b.float()).to(torch.bfloat16)))
                         buf = torch.full((x.numel() // 72, 48), float("nan"), dtype=torch.bfloat16)

@@ -126,6 +126,11 @@ TEST_CASE("w4_linear: every CPU variant, forced") {
     CHECK(check({3, 8, 64}, 1).find("status 11") == 0);
     CHECK(schedx_force_variant("w4_linear", nullptr) == SCHEDX_OK);
     CHECK(schedx_forced_variant("w4_linear") == nullptr);
+    // A caller's own path (the torch ops' CPU GEMM) shows in last_variant until the op's next call.
+    CHECK(schedx_record_outside_call("w4_linear", "w4_linear_torch_gemm", "why") == SCHEDX_OK);
+    CHECK(schedx_last_variant("w4_linear") == std::string("w4_linear_torch_gemm"));
+    CHECK(schedx_last_reason("w4_linear") == std::string("why"));
+    CHECK(schedx_record_outside_call(nullptr, "a", "b") == SCHEDX_ERR_NULL_POINTER);
     CHECK(check({3, 8, 64}, 1) == "");
     CHECK(schedx_last_variant("w4_linear") == std::string("w4_linear_bf16_sbf16_cpu_r4"));
     // From M = 4 the batch-4 tile that fits the running build's registers (w4::cpu_tile_vectors):

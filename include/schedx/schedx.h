@@ -303,6 +303,11 @@ const char *schedx_forced_variant(const char *op);
 const char *schedx_last_variant(const char *op);
 const char *schedx_last_reason(const char *op);
 
+/* Records that this thread's last call of `op` ran outside schedx's kernels (a caller's own
+ * path, such as the torch ops' GEMM on the CPU), so that schedx_last_variant(op) returns `path`
+ * and schedx_last_reason(op) `reason` until the op's next call; both strings are copied. */
+schedx_status schedx_record_outside_call(const char *op, const char *path, const char *reason);
+
 /* CPU variants run their parallel loops on Halide's thread pool: n threads (n >= 1) for the
  * calls that follow in this process; until set, HL_NUM_THREADS or the number of cores.
  * Returns SCHEDX_ERR_BAD_SIZE for n < 1. */

@@ -452,7 +452,7 @@ constexpr int64_t kCpuGemmChunkBytes = 8 << 20;
 // scales rounds. Each chunk is converted and multiplied by torch on all its threads. The
 // epilogue is a loop: the stable ABI passes no Scalar to addcmul's or add's alpha.
 template <class Convert>
-void by_torch_gemm(const Tensor &x2, int64_t k, const float *col_scale, const float *col_bias, Tensor &y2,
+void by_torch_gemm(const char *op, const Tensor &x2, int64_t k, const float *col_scale, const float *col_bias, Tensor &y2,
                    const Convert &convert) {
     using torch::headeronly::detail::f32_from_bits;
     using torch::headeronly::detail::round_to_nearest_even;
@@ -476,6 +476,9 @@ void by_torch_gemm(const Tensor &x2, int64_t k, const float *col_scale, const fl
             }
         });
     }
+    // schedx.last_variant names this path, not the op's previous kernel.
+    check(schedx_record_outside_call(op, (std::string(op) + "_torch_gemm").c_str(),
+                                     "torch's bf16 GEMM: CPU with AVX512-BF16, rows past the tiles' crossover"));
 }
 
 // A [N] operand in fp32, contiguous, for by_torch_gemm's epilogue (nullopt stays nullopt).
@@ -493,7 +496,7 @@ void w8_by_torch_gemm(const Tensor &x2, const Tensor &w, const Tensor &scales, c
                       Tensor &y2) {
     const std::optional<Tensor> s = as_fp32(scales), b = as_fp32(bias);
     Tensor w_int8 = w;  // narrow takes a non-const handle
-    by_torch_gemm(x2, w.size(1), fp32_data(s), fp32_data(b), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
+    by_torch_gemm("w8_linear", x2, w.size(1), fp32_data(s), fp32_data(b), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
         torch::stable::copy_(wc, torch::stable::narrow(w_int8, 0, j0, nc));
     });
 }
@@ -620,7 +623,7 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
         const auto *zv = z ? static_cast<const uint16_t *>(z->const_data_ptr()) : nullptr;
         const std::optional<Tensor> b32 = as_fp32(bias);
         Tensor y2 = torch::stable::view(y, {-1, n});
-        by_torch_gemm(xm.t, k, nullptr, fp32_data(b32), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
+        by_torch_gemm("w4_linear", xm.t, k, nullptr, fp32_data(b32), y2, [&](Tensor &wc, int64_t j0, int64_t nc) {
             check(schedx_w4_dequantize(words + j0 * wm.ld, nc, k, wm.ld, group_size, sv + j0 * groups,
                                        zv ? zv + j0 * groups : nullptr, *half_code(scales.scalar_type()),
                                        SCHEDX_BF16, wc.mutable_data_ptr(), k, SCHEDX_DEVICE_CPU, nullptr));

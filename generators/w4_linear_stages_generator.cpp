@@ -84,16 +84,18 @@ private:
             .gpu_threads(kt, ni);
     }
 
-    // 128 output words a vector (Halide computes them as 4 phases of nibble pairs, each 32 lanes),
-    // rows in parallel; each group size its own specialization, so that the scale is not
-    // gathered per lane. One Sapphire Rapids thread, 4096^2: 2.8-3.3 / 4.8-6.1 / 5.2-5.6 ms at
-    // g = 128 / 64 / 32; 16 words a vector 22 ms without the specializations, 8.7 with.
+    // Rows in parallel; each group size its own specialization, so that the scale is not gathered
+    // per lane, with 128 output words a vector at g = 128, 64 below (Halide computes a vector as 4
+    // phases of nibble pairs). One Sapphire Rapids thread, 4096^2, best of 5: 2.7-4.0 / 3.0-4.0 /
+    // 4.2-4.4 ms at g = 128 / 64 / 32 (128 words at every g: 3.2-4.0 / 5.3-6.1 / 5.1-6.0).
     // w_out is any caller's buffer: rows of at least K / 2 words from 0, no alignment.
     void schedule_cpu() {
         w_out.dim(0).set_min(0).set_extent(w.dim(0).extent() * 4);
         w_out.dim(1).set_min(0);
-        w_out.split(k, kv, ki, 128, TailStrategy::GuardWithIf).vectorize(ki).parallel(n, 8, TailStrategy::GuardWithIf);
-        for (int g : {32, 64, 128}) w_out.specialize(group_size == g);
+        w_out.parallel(n, 8, TailStrategy::GuardWithIf);
+        for (int g : {32, 64, 128}) {
+            w_out.specialize(group_size == g).split(k, kv, ki, g == 128 ? 128 : 64, TailStrategy::GuardWithIf).vectorize(ki);
+        }
         w_out.specialize_fail("group_size is 32, 64 or 128");
     }
 };

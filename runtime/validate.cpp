@@ -28,6 +28,13 @@ schedx_status check_not_null(const char *name, const void *ptr) {
     return ptr ? SCHEDX_OK : fail(SCHEDX_ERR_NULL_POINTER, std::string(name) + " is NULL");
 }
 
+schedx_status check_half_dtype(const char *name, schedx_dtype t, const char **type_name) {
+    *type_name = half_name(t);
+    if (*type_name) return SCHEDX_OK;
+    return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
+                std::string(name) + " " + std::to_string(static_cast<int>(t)) + " is not bf16 or fp16");
+}
+
 schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_name, int64_t row) {
     if (ld >= row) return SCHEDX_OK;
     return fail(SCHEDX_ERR_BAD_LEADING_DIM, std::string(name) + " (" + std::to_string(ld) + ") is smaller than " +

@@ -14,6 +14,9 @@ schedx_status check_device(schedx_device device, Device *out);
 schedx_status check_not_negative(const char *name, int64_t value);
 schedx_status check_not_null(const char *name, const void *ptr);
 schedx_status check_leading_dim(const char *name, int64_t ld, const char *row_name, int64_t row);
+// bf16 or fp16, its variants' name ("bf16" / "fp16") into *type_name; else "<name> <value> is
+// not bf16 or fp16".
+schedx_status check_half_dtype(const char *name, schedx_dtype t, const char **type_name);
 
 // A matrix argument as memory: `rows` rows of `cols` elements, `ld` apart. An empty one
 // (no rows or no columns) spans no bytes: its pointer may be NULL and overlaps nothing.

@@ -196,14 +196,10 @@ extern "C" schedx_status schedx_w4_linear(const void *x, int64_t m, int64_t k, i
         (n && k && (s = check_not_null("scales", scales))) || (m && n && (s = check_not_null("y", y)))) {
         return s;
     }
-    const char *x_type = half_name(x_dtype), *scale_type = half_name(scales_dtype);
-    if (!x_type) {
-        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
-                    "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16 or fp16");
-    }
-    if (!scale_type) {
-        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
-                    "scales_dtype " + std::to_string(static_cast<int>(scales_dtype)) + " is not bf16 or fp16");
+    const char *x_type = nullptr, *scale_type = nullptr;
+    if ((s = check_half_dtype("x_dtype", x_dtype, &x_type)) ||
+        (s = check_half_dtype("scales_dtype", scales_dtype, &scale_type))) {
+        return s;
     }
     if ((s = check_leading_dim("ldx", ldx, "k", k)) || (s = check_leading_dim("ldw", ldw, "k / 8", words)) ||
         (s = check_leading_dim("ldy", ldy, "n", n))) {
@@ -275,14 +271,10 @@ extern "C" schedx_status schedx_w4_dequantize(const uint32_t *w, int64_t n, int6
                    (s = check_not_null("out", out)))) {
         return s;
     }
-    const char *out_type = half_name(out_dtype), *scale_type = half_name(scales_dtype);
-    if (!out_type) {
-        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
-                    "out_dtype " + std::to_string(static_cast<int>(out_dtype)) + " is not bf16 or fp16");
-    }
-    if (!scale_type) {
-        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
-                    "scales_dtype " + std::to_string(static_cast<int>(scales_dtype)) + " is not bf16 or fp16");
+    const char *out_type = nullptr, *scale_type = nullptr;
+    if ((s = check_half_dtype("out_dtype", out_dtype, &out_type)) ||
+        (s = check_half_dtype("scales_dtype", scales_dtype, &scale_type))) {
+        return s;
     }
     const int64_t groups = k / group_size, words = k / w4::kElemsPerWord;
     if ((s = check_leading_dim("ldw", ldw, "k / 8", words)) || (s = check_leading_dim("ldo", ldo, "k", k))) return s;
@@ -295,7 +287,7 @@ extern "C" schedx_status schedx_w4_dequantize(const uint32_t *w, int64_t n, int6
     void *ctx = nullptr;
     if ((s = check_spans(spans, dev, &ctx))) return s;
     if (n == 0 || k == 0) return SCHEDX_OK;  // out is empty
-    if (misalignment(out) % 4 != 0) {
+    if (!aligned_to(out, 4)) {
         return fail(SCHEDX_ERR_MISALIGNED, "out is not 4-byte aligned (two elements a word)");
     }
     const std::string kind = std::string(out_type) + "*" + scale_type;

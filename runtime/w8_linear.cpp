@@ -441,11 +441,8 @@ extern "C" schedx_status schedx_w8_linear(const void *x, int64_t m, int64_t k, i
         (n && (s = check_not_null("scales", scales))) || (m && n && (s = check_not_null("y", y)))) {
         return s;
     }
-    const char *x_type = half_name(x_dtype);
-    if (!x_type) {
-        return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
-                    "x_dtype " + std::to_string(static_cast<int>(x_dtype)) + " is not bf16 or fp16");
-    }
+    const char *x_type = nullptr;
+    if ((s = check_half_dtype("x_dtype", x_dtype, &x_type))) return s;
     if (scales_dtype != SCHEDX_BF16 && scales_dtype != SCHEDX_FP32) {
         return fail(SCHEDX_ERR_UNSUPPORTED_DTYPE,
                     "scales_dtype " + std::to_string(static_cast<int>(scales_dtype)) + " is not bf16 or fp32");

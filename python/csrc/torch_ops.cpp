@@ -417,28 +417,30 @@ void check_w8_args(const Tensor &x, const Tensor &w, const Tensor &scales, const
 constexpr int64_t kCpuBf16GemmMinRowsW8 = 32;
 constexpr int64_t kCpuBf16GemmMinRowsW4 = 12;
 
-// A forced variant (schedx.forcing) keeps the call on schedx's own kernels.
+// The rows rule first (most CPU calls are below it); then a forced variant (schedx.forcing)
+// keeps the call on schedx's own kernels.
 bool cpu_bf16_gemm_pays(const Tensor &x, int64_t rows, int64_t min_rows_here, const char *op) {
-    if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU ||
-        schedx_forced_variant(op)) {
+    if (x.scalar_type() != ScalarType::BFloat16 || x.device().type() != torch::headeronly::DeviceType::CPU) {
         return false;
     }
+    int64_t min_rows = min_rows_here;
     if (const char *env = std::getenv("SCHEDX_CPU_GEMM_MIN_ROWS")) {
         if (std::string(env) == "off") return false;
         char *end = nullptr;
-        const long long min_rows = std::strtoll(env, &end, 10);
+        min_rows = std::strtoll(env, &end, 10);
         if (end == env || *end != '\0' || min_rows < 1) {
             fail(SCHEDX_ERR_BAD_SIZE,
                  std::string("SCHEDX_CPU_GEMM_MIN_ROWS must be a row count >= 1 or \"off\", got \"") + env + "\"");
         }
-        return rows >= min_rows;
-    }
+    } else {
 #if defined(__x86_64__)
-    static const bool bf16_dot = __builtin_cpu_supports("avx512bf16");
+        static const bool bf16_dot = __builtin_cpu_supports("avx512bf16");
 #else
-    static const bool bf16_dot = false;
+        static const bool bf16_dot = false;
 #endif
-    return bf16_dot && rows >= min_rows_here;
+        if (!bf16_dot) return false;
+    }
+    return rows >= min_rows && !schedx_forced_variant(op);
 }
 
 // Bytes of W converted to bf16 at a time by torch's GEMM path. A fresh N x K copy (32 MiB at
@@ -611,9 +613,6 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
     if (xm.rows == 0 || n == 0) return y;
     const Tensor s = torch::stable::contiguous(scales);
     const std::optional<Tensor> z = zeros ? std::optional<Tensor>(torch::stable::contiguous(*zeros)) : std::nullopt;
-    const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
-    void *stream = nullptr;
-    const schedx_device device = device_of(x, &stream);
     if (k > 0 && cpu_bf16_gemm_pays(x, xm.rows, kCpuBf16GemmMinRowsW4, "w4_linear")) {
         // W dequantized by schedx (each weight rounded once to bf16, as w4_linear's CUDA
         // dequantize + cuBLAS path does), a chunk of rows at a time, then torch's GEMM.
@@ -630,6 +629,9 @@ Tensor w4_linear(Tensor x, Tensor w, Tensor scales, std::optional<Tensor> zeros,
         });
         return y;
     }
+    const std::optional<Tensor> b = bias ? std::optional<Tensor>(torch::stable::contiguous(*bias)) : std::nullopt;
+    void *stream = nullptr;
+    const schedx_device device = device_of(x, &stream);
     // K = 0 leaves W, the scales and the zero points empty: the C ABI takes NULL for them.
     check(schedx_w4_linear(xm.t.const_data_ptr(), xm.rows, k, xm.ld, *half_code(x.scalar_type()),
                            k ? static_cast<const uint32_t *>(wm.t.const_data_ptr()) : nullptr, n, wm.ld, group_size,
